@@ -529,7 +529,7 @@ def cmd_list(registry: list[dict], models_dir: Path) -> None:
         if e:
             extra = f" {e.get('architecture')} params={e.get('parameter_count')} vocab={e.get('vocab_size')}"
         tag = " [default]" if m.get("default") else ""
-        print(f"{m["name"]:36s} role={m.get('role', 'extra'):7s} parts={len(m['packages']):3d} "
+        print(f"{m['name']:36s} role={m.get('role', 'extra'):7s} parts={len(m['packages']):3d} "
               f"{present}{tag}{extra}")
         if m.get("description"):
             print(f"    {m['description']}")
