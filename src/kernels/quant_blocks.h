@@ -1,0 +1,101 @@
+// Block layouts of the ggml quantized types, byte for byte as stored in GGUF
+// files (see ggml-common.h). Every struct is plain old data with no padding so
+// a weight row can be reinterpreted as an array of blocks.
+//
+// Element order inside a block (what dequantize_row produces):
+//   Q4_0/Q4_1: qs[j] low nibble -> element j, high nibble -> element j+16.
+//   Q5_0/Q5_1: as Q4, plus bit j of qh (little endian u32) -> 5th bit of element j.
+//   Q4_K/Q5_K: 4 chunks of 64; chunk c uses qs[32c..32c+31]: low nibbles are
+//              elements 64c..64c+31 (sub-block 2c), high nibbles 64c+32.. (2c+1);
+//              Q5_K's 5th bit of element 64c+l (+32) is bit 2c (2c+1) of qh[l].
+//   Q6_K:      two halves of 128; see dequantize.cpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace specdec::kernels {
+
+inline constexpr int QK = 32;    // elements per block of the "legacy" types
+inline constexpr int QK_K = 256; // elements per super-block of the K-quants
+
+struct BlockQ4_0 {
+    uint16_t d;           // fp16 scale
+    uint8_t qs[QK / 2];   // nibbles, value = (q - 8) * d
+};
+struct BlockQ4_1 {
+    uint16_t d;           // fp16 scale
+    uint16_t m;           // fp16 min, value = q * d + m
+    uint8_t qs[QK / 2];
+};
+struct BlockQ5_0 {
+    uint16_t d;           // value = (q - 16) * d
+    uint8_t qh[4];        // 5th bits, little-endian u32
+    uint8_t qs[QK / 2];
+};
+struct BlockQ5_1 {
+    uint16_t d;
+    uint16_t m;           // value = q * d + m
+    uint8_t qh[4];
+    uint8_t qs[QK / 2];
+};
+struct BlockQ8_0 {
+    uint16_t d;           // value = q * d
+    int8_t qs[QK];
+};
+struct BlockQ8_1 {
+    uint16_t d;           // fp16 scale
+    uint16_t s;           // fp16 of d * sum(qs), d taken before fp16 rounding
+    int8_t qs[QK];
+};
+struct BlockQ4_K {
+    uint16_t d;           // fp16 super-scale of the 6-bit sub-block scales
+    uint16_t dmin;        // fp16 super-scale of the 6-bit sub-block mins
+    uint8_t scales[12];   // 8 scales + 8 mins, 6 bits each, packed (see get_scale_min_k4)
+    uint8_t qs[QK_K / 2];
+};
+struct BlockQ5_K {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t scales[12];
+    uint8_t qh[QK_K / 8];
+    uint8_t qs[QK_K / 2];
+};
+struct BlockQ6_K {
+    uint8_t ql[QK_K / 2]; // low 4 bits
+    uint8_t qh[QK_K / 4]; // high 2 bits
+    int8_t scales[QK_K / 16];
+    uint16_t d;           // value = d * scales[g] * (q - 32)
+};
+struct BlockQ8_K {
+    float d;              // value = q * d (plain float, not fp16)
+    int8_t qs[QK_K];
+    int16_t bsums[QK_K / 16];  // sums of qs in groups of 16 (the K-quants' min terms)
+};
+
+static_assert(sizeof(BlockQ4_0) == 18);
+static_assert(sizeof(BlockQ4_1) == 20);
+static_assert(sizeof(BlockQ5_0) == 22);
+static_assert(sizeof(BlockQ5_1) == 24);
+static_assert(sizeof(BlockQ8_0) == 34);
+static_assert(sizeof(BlockQ8_1) == 36);
+static_assert(sizeof(BlockQ4_K) == 144);
+static_assert(sizeof(BlockQ5_K) == 176);
+static_assert(sizeof(BlockQ6_K) == 210);
+static_assert(sizeof(BlockQ8_K) == 292);
+static_assert(alignof(BlockQ4_0) == 2 && alignof(BlockQ8_K) == 4);
+
+// Unpacks scale and min j (0..7) of a Q4_K/Q5_K super-block: the first four
+// use the low 6 bits of bytes j and j+4; the last four put their low 4 bits
+// in byte j+4 and their top 2 bits in the spare high bits of bytes j-4 and j.
+inline void get_scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
+}  // namespace specdec::kernels

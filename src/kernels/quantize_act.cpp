@@ -1,0 +1,126 @@
+#include "kernels/quantize_act.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/fp16.h"
+#include "kernels/quant_blocks.h"
+
+namespace specdec::kernels {
+
+namespace {
+
+// ggml's nearest_int: adding 1.5*2^23 puts the integer part in the mantissa,
+// rounding half to even; valid for |f| < 2^22.
+inline int nearest_int(float f) {
+    const float v = f + 12582912.f;
+    int32_t i;
+    std::memcpy(&i, &v, 4);
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+}  // namespace
+
+void quantize_row_q8_0(const float* x, void* dst, int64_t n) {
+    auto* y = static_cast<BlockQ8_0*>(dst);
+    for (int64_t b = 0; b < n / QK; ++b, x += QK) {
+        float amax = 0.0f;
+        for (int j = 0; j < QK; ++j) amax = std::max(amax, std::fabs(x[j]));
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[b].d = fp32_to_fp16(d);
+        for (int j = 0; j < QK; ++j) y[b].qs[j] = (int8_t)std::roundf(x[j] * id);
+    }
+}
+
+void quantize_row_q8_1(const float* x, void* dst, int64_t n) {
+    auto* y = static_cast<BlockQ8_1*>(dst);
+    for (int64_t b = 0; b < n / QK; ++b, x += QK) {
+        float amax = 0.0f;
+        for (int j = 0; j < QK; ++j) amax = std::max(amax, std::fabs(x[j]));
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[b].d = fp32_to_fp16(d);
+        int sum = 0;
+        for (int j = 0; j < QK; ++j) {
+            y[b].qs[j] = (int8_t)std::roundf(x[j] * id);
+            sum += y[b].qs[j];
+        }
+        // ggml scales the integer sum by the float d, not the fp16-rounded one.
+        y[b].s = fp32_to_fp16((float)sum * d);
+    }
+}
+
+void quantize_row_q8_K(const float* x, void* dst, int64_t n) {
+    auto* y = static_cast<BlockQ8_K*>(dst);
+    for (int64_t b = 0; b < n / QK_K; ++b, x += QK_K) {
+        float max = 0.0f, amax = 0.0f;
+        for (int j = 0; j < QK_K; ++j) {
+            const float ax = std::fabs(x[j]);
+            if (ax > amax) {
+                amax = ax;
+                max = x[j];
+            }
+        }
+        if (amax == 0.0f) {
+            std::memset(&y[b], 0, sizeof(BlockQ8_K));
+            continue;
+        }
+        // Current ggml uses -127 (it was -128 once); the sign makes the
+        // largest-magnitude value map to -127 exactly.
+        const float iscale = -127.0f / max;
+        for (int j = 0; j < QK_K; ++j) {
+            y[b].qs[j] = (int8_t)std::min(127, nearest_int(iscale * x[j]));
+        }
+        for (int g = 0; g < QK_K / 16; ++g) {
+            int sum = 0;
+            for (int j = 0; j < 16; ++j) sum += y[b].qs[16 * g + j];
+            y[b].bsums[g] = (int16_t)sum;
+        }
+        y[b].d = 1.0f / iscale;
+    }
+}
+
+void convert_row_f16(const float* x, void* dst, int64_t n) {
+    auto* y = static_cast<uint16_t*>(dst);
+    for (int64_t i = 0; i < n; ++i) y[i] = fp32_to_fp16(x[i]);
+}
+
+void convert_row_bf16(const float* x, void* dst, int64_t n) {
+    auto* y = static_cast<uint16_t*>(dst);
+    for (int64_t i = 0; i < n; ++i) y[i] = fp32_to_bf16(x[i]);
+}
+
+TensorType dot_type_for(TensorType w) {
+    switch (w) {
+        case TensorType::Q4_0:
+        case TensorType::Q5_0:
+        case TensorType::Q8_0: return TensorType::Q8_0;
+        case TensorType::Q4_1:
+        case TensorType::Q5_1: return TensorType::Q8_1;
+        case TensorType::Q2_K:
+        case TensorType::Q3_K:
+        case TensorType::Q4_K:
+        case TensorType::Q5_K:
+        case TensorType::Q6_K: return TensorType::Q8_K;
+        case TensorType::F16: return TensorType::F16;
+        case TensorType::BF16: return TensorType::BF16;
+        default: return TensorType::F32;
+    }
+}
+
+size_t act_row_bytes(TensorType w, int64_t n) { return tensor_row_bytes(dot_type_for(w), n); }
+
+void quantize_act_row(TensorType w, const float* x, void* dst, int64_t n) {
+    switch (dot_type_for(w)) {
+        case TensorType::Q8_0: quantize_row_q8_0(x, dst, n); break;
+        case TensorType::Q8_1: quantize_row_q8_1(x, dst, n); break;
+        case TensorType::Q8_K: quantize_row_q8_K(x, dst, n); break;
+        case TensorType::F16: convert_row_f16(x, dst, n); break;
+        case TensorType::BF16: convert_row_bf16(x, dst, n); break;
+        default: std::memcpy(dst, x, (size_t)n * sizeof(float)); break;
+    }
+}
+
+}  // namespace specdec::kernels

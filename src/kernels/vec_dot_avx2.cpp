@@ -1,0 +1,7 @@
+#include "kernels/vec_dot.h"
+namespace specdec::kernels {
+const KernelTable& avx2_kernel_table() {
+    static const KernelTable t;
+    return t;
+}
+}  // namespace specdec::kernels

@@ -1,0 +1,378 @@
+// Quantized matmul kernels: dequantization of hand-made blocks, activation
+// quantization, and every ISA's matmul against the scalar reference and
+// against a float product on dequantized weights.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/fp16.h"
+#include "core/thread_pool.h"
+#include "kernels/dispatch.h"
+#include "kernels/matmul.h"
+#include "kernels/quant_blocks.h"
+#include "kernels/quantize_act.h"
+#include "kernels/vec_dot.h"
+#include "quant_test_support.h"
+
+namespace specdec {
+namespace {
+
+using namespace specdec::kernels;
+using specdec::testing::quantize_weights;
+
+// Restores the active ISA when a test that forces levels ends.
+struct IsaGuard {
+    Isa saved = active_isa();
+    ~IsaGuard() { force_isa(saved); }
+};
+
+TEST(QuantDequant, Q4_0KnownBlock) {
+    BlockQ4_0 b{};
+    b.d = fp32_to_fp16(0.5f);
+    for (int j = 0; j < 16; ++j) b.qs[j] = (uint8_t)(j | ((15 - j) << 4));
+    float y[32];
+    dequantize_row(TensorType::Q4_0, &b, y, 32);
+    for (int j = 0; j < 16; ++j) {
+        EXPECT_EQ(y[j], (j - 8) * 0.5f);
+        EXPECT_EQ(y[j + 16], (7 - j) * 0.5f);
+    }
+}
+
+TEST(QuantDequant, Q4_1KnownBlock) {
+    BlockQ4_1 b{};
+    b.d = fp32_to_fp16(2.0f);
+    b.m = fp32_to_fp16(-3.0f);
+    for (int j = 0; j < 16; ++j) b.qs[j] = (uint8_t)(j | (1 << 4));
+    float y[32];
+    dequantize_row(TensorType::Q4_1, &b, y, 32);
+    for (int j = 0; j < 16; ++j) {
+        EXPECT_EQ(y[j], 2.0f * j - 3.0f);
+        EXPECT_EQ(y[j + 16], -1.0f);
+    }
+}
+
+TEST(QuantDequant, Q5_0AndQ5_1KnownBlocks) {
+    BlockQ5_0 b{};
+    b.d = fp32_to_fp16(1.0f);
+    const uint32_t qh = 0x80000001u;  // 5th bit of elements 0 and 31
+    std::memcpy(b.qh, &qh, 4);
+    for (int j = 0; j < 16; ++j) b.qs[j] = 0x33;
+    float y[32];
+    dequantize_row(TensorType::Q5_0, &b, y, 32);
+    EXPECT_EQ(y[0], 19 - 16);
+    EXPECT_EQ(y[1], 3 - 16);
+    EXPECT_EQ(y[16], 3 - 16);
+    EXPECT_EQ(y[31], 19 - 16);
+
+    BlockQ5_1 c{};
+    c.d = fp32_to_fp16(0.25f);
+    c.m = fp32_to_fp16(1.0f);
+    std::memcpy(c.qh, &qh, 4);
+    for (int j = 0; j < 16; ++j) c.qs[j] = 0xF0;
+    dequantize_row(TensorType::Q5_1, &c, y, 32);
+    EXPECT_EQ(y[0], 16 * 0.25f + 1.0f);
+    EXPECT_EQ(y[5], 1.0f);
+    EXPECT_EQ(y[20], 15 * 0.25f + 1.0f);
+    EXPECT_EQ(y[31], 31 * 0.25f + 1.0f);
+}
+
+TEST(QuantDequant, Q8_0AndFloatTypes) {
+    BlockQ8_0 b{};
+    b.d = fp32_to_fp16(0.125f);
+    for (int j = 0; j < 32; ++j) b.qs[j] = (int8_t)(j - 16);
+    float y[32];
+    dequantize_row(TensorType::Q8_0, &b, y, 32);
+    for (int j = 0; j < 32; ++j) EXPECT_EQ(y[j], (j - 16) * 0.125f);
+
+    const uint16_t h[3] = {0x3c00, 0xc000, 0x3555};  // 1, -2, ~1/3
+    dequantize_row(TensorType::F16, h, y, 3);
+    EXPECT_EQ(y[0], 1.0f);
+    EXPECT_EQ(y[1], -2.0f);
+    EXPECT_NEAR(y[2], 1.0f / 3.0f, 1e-3);
+    const uint16_t bf[2] = {0x3f80, 0xc040};  // 1, -3
+    dequantize_row(TensorType::BF16, bf, y, 2);
+    EXPECT_EQ(y[0], 1.0f);
+    EXPECT_EQ(y[1], -3.0f);
+}
+
+TEST(QuantDequant, Q4_KKnownBlock) {
+    BlockQ4_K b{};
+    b.d = fp32_to_fp16(1.0f);
+    b.dmin = fp32_to_fp16(0.5f);
+    // scale j = j + 1 (sub-block 7 uses 40 to exercise the packed top bits),
+    // min j = 2 * j (min 7 = 50).
+    int sc[8] = {1, 2, 3, 4, 5, 6, 7, 40}, m[8] = {0, 2, 4, 6, 8, 10, 12, 50};
+    specdec::testing::pack_scales_k4(sc, m, b.scales);
+    for (int l = 0; l < 128; ++l) b.qs[l] = (uint8_t)((l % 16) | ((15 - l % 16) << 4));
+    std::vector<float> y(256);
+    dequantize_row(TensorType::Q4_K, &b, y.data(), 256);
+    for (int j = 0; j < 8; ++j) {
+        for (int l = 0; l < 32; ++l) {
+            const int q = (j % 2 == 0) ? (l % 16) : (15 - l % 16);
+            EXPECT_EQ(y[32 * j + l], (float)sc[j] * q - 0.5f * m[j]) << j << " " << l;
+        }
+    }
+}
+
+TEST(QuantDequant, Q5_KKnownBlock) {
+    BlockQ5_K b{};
+    b.d = fp32_to_fp16(1.0f);
+    b.dmin = fp32_to_fp16(1.0f);
+    int sc[8] = {1, 1, 1, 1, 1, 1, 1, 63}, m[8] = {0, 0, 0, 0, 0, 0, 0, 1};
+    specdec::testing::pack_scales_k4(sc, m, b.scales);
+    for (int l = 0; l < 32; ++l) b.qh[l] = (uint8_t)(1u << (l % 8));  // 5th bit of sub-block l%8
+    std::vector<float> y(256);
+    dequantize_row(TensorType::Q5_K, &b, y.data(), 256);
+    for (int j = 0; j < 8; ++j) {
+        for (int l = 0; l < 32; ++l) {
+            const int q = (l % 8 == j) ? 16 : 0;
+            EXPECT_EQ(y[32 * j + l], (float)sc[j] * q - m[j]) << j << " " << l;
+        }
+    }
+}
+
+TEST(QuantDequant, Q6_KKnownBlock) {
+    BlockQ6_K b{};
+    b.d = fp32_to_fp16(0.5f);
+    for (int g = 0; g < 16; ++g) b.scales[g] = (int8_t)(g - 8);
+    // Element e of the 256: q = e % 64, stored in the ql/qh layout.
+    for (int half = 0; half < 2; ++half) {
+        for (int l = 0; l < 32; ++l) {
+            int q[4];
+            for (int k = 0; k < 4; ++k) q[k] = (128 * half + 32 * k + l) % 64;
+            b.ql[64 * half + l] = (uint8_t)((q[0] & 0xF) | ((q[2] & 0xF) << 4));
+            b.ql[64 * half + l + 32] = (uint8_t)((q[1] & 0xF) | ((q[3] & 0xF) << 4));
+            b.qh[32 * half + l] = (uint8_t)((q[0] >> 4) | ((q[1] >> 4) << 2) |
+                                             ((q[2] >> 4) << 4) | ((q[3] >> 4) << 6));
+        }
+    }
+    std::vector<float> y(256);
+    dequantize_row(TensorType::Q6_K, &b, y.data(), 256);
+    for (int e = 0; e < 256; ++e) {
+        EXPECT_EQ(y[e], 0.5f * (float)(e / 16 - 8) * (float)(e % 64 - 32)) << e;
+    }
+}
+
+TEST(QuantDequant, RejectsBadInput) {
+    float y[64];
+    BlockQ4_0 b[2]{};
+    EXPECT_THROW(dequantize_row(TensorType::Q4_0, b, y, 33), std::invalid_argument);
+    EXPECT_THROW(dequantize_row(TensorType::Q2_K, b, y, 256), std::invalid_argument);
+    EXPECT_FALSE(is_supported_weight_type(TensorType::Q8_K));
+    EXPECT_TRUE(is_supported_weight_type(TensorType::Q4_K));
+}
+
+TEST(QuantActivation, Q8_0RoundsLikeGgml) {
+    float x[32];
+    for (int j = 0; j < 32; ++j) x[j] = (float)(j - 16) * 0.1f;  // amax = 1.6 at j=0
+    BlockQ8_0 b;
+    quantize_row_q8_0(x, &b, 32);
+    const float d = 1.6f / 127.0f;
+    EXPECT_EQ(b.d, fp32_to_fp16(d));
+    for (int j = 0; j < 32; ++j) EXPECT_EQ(b.qs[j], (int8_t)std::roundf(x[j] * (1.0f / d)));
+    EXPECT_EQ(b.qs[0], -127);
+}
+
+TEST(QuantActivation, Q8_1StoresScaledSum) {
+    float x[32];
+    for (int j = 0; j < 32; ++j) x[j] = (float)j;
+    BlockQ8_1 b;
+    quantize_row_q8_1(x, &b, 32);
+    int sum = 0;
+    for (int j = 0; j < 32; ++j) sum += b.qs[j];
+    EXPECT_EQ(b.qs[31], 127);
+    EXPECT_EQ(b.s, fp32_to_fp16((float)sum * (31.0f / 127.0f)));
+}
+
+TEST(QuantActivation, Q8_KUsesSignedMaxAndBsums) {
+    std::vector<float> x(256, 0.0f);
+    x[3] = -2.0f;  // largest magnitude, negative: iscale = -127 / -2 > 0
+    x[10] = 1.0f;
+    x[200] = 0.01f;
+    BlockQ8_K b;
+    quantize_row_q8_K(x.data(), &b, 256);
+    EXPECT_EQ(b.qs[3], -127);
+    EXPECT_EQ(b.qs[10], 64);  // 63.5 rounds half to even
+    EXPECT_EQ(b.qs[200], 1);
+    EXPECT_FLOAT_EQ(b.d, -2.0f / -127.0f);
+    EXPECT_EQ(b.bsums[0], -127 + 64);
+    EXPECT_EQ(b.bsums[12], 1);
+    std::vector<float> z(256, 0.0f);
+    quantize_row_q8_K(z.data(), &b, 256);
+    EXPECT_EQ(b.d, 0.0f);
+    EXPECT_EQ(b.bsums[0], 0);
+}
+
+// ---- matmul sweeps ----------------------------------------------------------
+
+const TensorType kAllTypes[] = {TensorType::Q4_1, TensorType::Q5_0, TensorType::Q8_0,
+                                TensorType::Q4_K, TensorType::Q6_K, TensorType::F32,
+                                TensorType::F16,  TensorType::BF16, TensorType::Q4_0,
+                                TensorType::Q5_1, TensorType::Q5_K};
+
+// Per-type tolerance of the float product on dequantized weights, relative to
+// sum |w| * max |x|: the error of quantizing the activations.
+double act_quant_tol(TensorType t) {
+    switch (t) {
+        case TensorType::F32: return 1e-6;
+        case TensorType::F16: return 1e-3;
+        case TensorType::BF16: return 8e-3;
+        default: return 1.0 / 127.0;
+    }
+}
+
+struct Case {
+    TensorType type;
+    int64_t n_in, n_out, n_tok;
+    int misalign;  // floats of offset of x and y from an aligned buffer
+};
+
+void run_case(const Case& c, std::mt19937& rng, ThreadPool& pool1, ThreadPool& pool2) {
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> wf((size_t)(c.n_out * c.n_in));  // (n_out, n_in)
+    for (auto& v : wf) v = nd(rng);
+    const std::vector<uint8_t> wq = quantize_weights(c.type, wf.data(), c.n_out, c.n_in);
+    WeightMatrix w{c.type, wq.data(), c.n_in, c.n_out, tensor_row_bytes(c.type, c.n_in)};
+
+    std::vector<float> xbuf((size_t)(c.n_tok * c.n_in) + 4);  // x: (n_tok, n_in) at +misalign
+    float* x = xbuf.data() + c.misalign;
+    for (int64_t i = 0; i < c.n_tok * c.n_in; ++i) x[i] = nd(rng) * (i % 7 == 0 ? 3.0f : 1.0f);
+
+    std::vector<float> ref((size_t)(c.n_tok * c.n_out));  // (n_tok, n_out)
+    matmul_reference(w, x, c.n_tok, ref.data());
+
+    // Float product on dequantized weights: checks the reference itself.
+    std::vector<float> wd((size_t)(c.n_out * c.n_in));
+    for (int64_t r = 0; r < c.n_out; ++r)
+        dequantize_row(c.type, wq.data() + r * w.row_bytes, wd.data() + r * c.n_in, c.n_in);
+    for (int64_t t = 0; t < c.n_tok; ++t) {
+        double xmax = 0;
+        for (int64_t i = 0; i < c.n_in; ++i) xmax = std::max(xmax, (double)std::fabs(x[t * c.n_in + i]));
+        for (int64_t r = 0; r < c.n_out; ++r) {
+            double s = 0, wabs = 0;
+            for (int64_t i = 0; i < c.n_in; ++i) {
+                s += (double)wd[r * c.n_in + i] * x[t * c.n_in + i];
+                wabs += std::fabs(wd[r * c.n_in + i]);
+            }
+            ASSERT_NEAR(ref[t * c.n_out + r], s, act_quant_tol(c.type) * wabs * xmax + 1e-4)
+                << tensor_type_name(c.type) << " n_in=" << c.n_in << " t=" << t << " r=" << r;
+        }
+    }
+
+    // Every ISA level and both pools against the reference. Summation order
+    // differs, so compare relative to the magnitude of the row's terms.
+    IsaGuard guard;
+    for (int level = 0; level <= (int)cpu_max_isa(); ++level) {
+        force_isa((Isa)level);
+        for (ThreadPool* pool : {&pool1, &pool2}) {
+            std::vector<float> ybuf((size_t)(c.n_tok * c.n_out) + 4, -7.0f);
+            float* y = ybuf.data() + c.misalign;
+            matmul(w, x, c.n_tok, y, *pool);
+            for (int64_t i = 0; i < c.n_tok * c.n_out; ++i) {
+                const double tol = 2e-5 * (std::fabs(ref[i]) + std::sqrt((double)c.n_in)) + 1e-5;
+                ASSERT_NEAR(y[i], ref[i], tol)
+                    << tensor_type_name(c.type) << " isa=" << isa_name((Isa)level)
+                    << " threads=" << pool->size() << " n_in=" << c.n_in << " n_out=" << c.n_out
+                    << " n_tok=" << c.n_tok << " t=" << i / c.n_out << " r=" << i % c.n_out;
+            }
+            // Nothing outside y (n_tok, n_out) may be written.
+            for (int k = 0; k < c.misalign; ++k) ASSERT_EQ(ybuf[k], -7.0f);
+            for (size_t k = (size_t)(c.misalign + c.n_tok * c.n_out); k < ybuf.size(); ++k)
+                ASSERT_EQ(ybuf[k], -7.0f);
+        }
+    }
+}
+
+TEST(QuantMatmul, AllTypesAllIsasMatchReference) {
+    std::mt19937 rng(1234);
+    ThreadPool pool1(1), pool2(2);
+    const int64_t n_toks[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 70};
+    const int64_t n_outs[] = {1, 15, 16, 33, 70};
+    for (TensorType t : kAllTypes) {
+        const int64_t be = tensor_type_traits(t).block_elems == 1 ? 32
+                                                                  : tensor_type_traits(t).block_elems;
+        const int64_t big = be == 256 ? 3 : 9;
+        for (int64_t n_in : {be, 2 * be, big * be}) {
+            int k = 0;
+            for (int64_t n_out : n_outs) {
+                for (int64_t n_tok : n_toks) {
+                    ++k;
+                    // Thin the full cross product: all n_tok for n_out=33, a
+                    // rotating subset otherwise.
+                    if (n_out != 33 && k % 3 != 0) continue;
+                    run_case({t, n_in, n_out, n_tok, (int)(k % 4)}, rng, pool1, pool2);
+                    if (HasFatalFailure()) return;
+                }
+            }
+        }
+    }
+}
+
+TEST(QuantMatmul, OddFloatLengths) {
+    // F32/F16/BF16 rows need not be multiples of 32.
+    std::mt19937 rng(7);
+    ThreadPool pool1(1), pool2(2);
+    for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::BF16}) {
+        for (int64_t n_in : {1, 7, 33, 100}) {
+            run_case({t, n_in, 19, 6, 1}, rng, pool1, pool2);
+            if (HasFatalFailure()) return;
+        }
+    }
+}
+
+TEST(QuantMatmul, DotKernelsMatchScalarIntegerExact) {
+    // Weights whose every block scale is 1 and activations whose every scale
+    // is 1 make the float result an exact integer: SIMD must equal scalar.
+    std::mt19937 rng(99);
+    std::uniform_int_distribution<int> byte(0, 255);
+    IsaGuard guard;
+    ThreadPool pool(1);
+    const int64_t n_in = 512, n_out = 5, n_tok = 6;
+    for (TensorType t : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0}) {
+        const size_t rb = tensor_row_bytes(t, n_in);
+        const size_t bb = tensor_type_traits(t).block_bytes;
+        std::vector<uint8_t> wq(rb * n_out);
+        for (auto& v : wq) v = (uint8_t)byte(rng);
+        for (size_t off = 0; off < wq.size(); off += bb) {
+            const uint16_t one = fp32_to_fp16(1.0f);
+            std::memcpy(&wq[off], &one, 2);
+        }
+        // x in [-127, 127] with 127 in each block: activation scale exactly 1.
+        std::vector<float> x(n_tok * n_in);
+        for (size_t i = 0; i < x.size(); ++i) x[i] = (float)(i % 32 == 5 ? 127 : byte(rng) - 127);
+        WeightMatrix w{t, wq.data(), n_in, n_out, rb};
+        std::vector<float> ref(n_tok * n_out), y(n_tok * n_out);
+        matmul_reference(w, x.data(), n_tok, ref.data());
+        for (int level = 0; level <= (int)cpu_max_isa(); ++level) {
+            force_isa((Isa)level);
+            matmul(w, x.data(), n_tok, y.data(), pool);
+            for (size_t i = 0; i < y.size(); ++i) {
+                ASSERT_EQ(y[i], ref[i]) << tensor_type_name(t) << " " << isa_name((Isa)level);
+            }
+        }
+    }
+}
+
+TEST(QuantMatmul, RejectsUnsupported) {
+    ThreadPool pool(1);
+    std::vector<uint8_t> data(84);
+    float x[256] = {}, y[1];
+    WeightMatrix w{TensorType::Q2_K, data.data(), 256, 1, 84};
+    EXPECT_THROW(matmul(w, x, 1, y, pool), std::invalid_argument);
+    WeightMatrix w2{TensorType::Q4_0, data.data(), 48, 1, 27};
+    EXPECT_THROW(matmul(w2, x, 1, y, pool), std::invalid_argument);
+}
+
+TEST(QuantDispatch, ForceIsaCapsAtCpu) {
+    IsaGuard guard;
+    EXPECT_EQ(force_isa(Isa::Scalar), Isa::Scalar);
+    EXPECT_EQ(active_isa(), Isa::Scalar);
+    EXPECT_EQ((int)force_isa(Isa::Avx512), (int)cpu_max_isa());
+    EXPECT_NE(kernel_table(Isa::Scalar), nullptr);
+}
+
+}  // namespace
+}  // namespace specdec
