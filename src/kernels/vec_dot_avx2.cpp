@@ -1,7 +1,423 @@
+// AVX2 tile kernels (maddubs/madd integer dots). This file is also compiled a
+// second time as the AVX-512 level: vec_dot_avx512.cpp includes it with
+// SPECDEC_VEC_DOT_VNNI defined, which turns the integer dot primitives into
+// 256-bit VNNI (vpdpbusd / vpdpwssd) and renames the exported table. One
+// source keeps the two levels from drifting apart; CMake gives each file
+// its own ISA flags, so nothing here leaks into the baseline build.
+//
+// Tiles walk weight rows in the outer loop and groups of up to 4 activation
+// rows inside: each weight block is loaded and unpacked once per group and
+// serves every activation row of it (register blocking).
+#include <immintrin.h>
+
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/quant_blocks.h"
 #include "kernels/vec_dot.h"
+
+#if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
+#error "vec_dot_avx2.cpp must be compiled with -mavx2 -mfma -mf16c"
+#endif
+
 namespace specdec::kernels {
-const KernelTable& avx2_kernel_table() {
-    static const KernelTable t;
-    return t;
+
+namespace {
+
+// ---- primitives ------------------------------------------------------------
+
+#if defined(SPECDEC_VEC_DOT_VNNI)
+// acc += sum of 4 products u8*s8 per int32 lane (no int16 saturation).
+inline __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s) {
+    return _mm256_dpbusd_epi32(acc, u, s);
 }
+// acc += pairwise products of int16 lanes.
+inline __m256i madd_acc(__m256i acc, __m256i a, __m256i b) {
+    return _mm256_dpwssd_epi32(acc, a, b);
+}
+#else
+// maddubs cannot saturate here: weights <= 128 (|int8|) or <= 63, activations
+// in [-128, 127], so a pair is at most 2*128*127 < 32767.
+inline __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s),
+                                                   _mm256_set1_epi16(1)));
+}
+inline __m256i madd_acc(__m256i acc, __m256i a, __m256i b) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
+}
+#endif
+
+inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+// 16 packed nibbles -> 32 bytes: low nibbles are elements 0..15, high 16..31.
+inline __m256i unpack_nibbles32(const uint8_t* qs) {
+    const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+    const __m256i v = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+}
+
+// 32 bits -> 32 bytes, 0xFF where the bit is set (byte i <- bit i).
+inline __m256i bits_to_bytes32(const uint8_t* p) {
+    uint32_t x;
+    std::memcpy(&x, p, 4);
+    const __m256i shuf = _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101,
+                                            0x0202020202020202, 0x0303030303030303);
+    const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)x), shuf);
+    const __m256i bit = _mm256_set1_epi64x((int64_t)0x8040201008040201ULL);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+}
+
+inline __m256i load256(const void* p) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+// ---- legacy 32-element blocks ------------------------------------------------
+
+// Signed weights (Q4_0, Q5_0, Q8_0) against Q8_0: |w| * sign(a, w) keeps the
+// u8*s8 form of maddubs/vpdpbusd exact.
+struct DecQ4_0 {
+    using Block = BlockQ4_0;
+    static __m256i decode(const Block& b) {
+        return _mm256_sub_epi8(unpack_nibbles32(b.qs), _mm256_set1_epi8(8));
+    }
+};
+struct DecQ5_0 {
+    using Block = BlockQ5_0;
+    static __m256i decode(const Block& b) {
+        // Where the 5th bit is clear, set the top nibble: nibble | 0xF0 == nibble - 16.
+        const __m256i hi = _mm256_andnot_si256(bits_to_bytes32(b.qh), _mm256_set1_epi8((char)0xF0));
+        return _mm256_or_si256(unpack_nibbles32(b.qs), hi);
+    }
+};
+struct DecQ8_0 {
+    using Block = BlockQ8_0;
+    static __m256i decode(const Block& b) { return load256(b.qs); }
+};
+
+template <class Dec, int NT>
+void dot_signed_q8_0(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride,
+                     float* out) {
+    const auto* x = reinterpret_cast<const typename Dec::Block*>(w);
+    const BlockQ8_0* ys[NT];
+    __m256 acc[NT];
+    for (int t = 0; t < NT; ++t) {
+        ys[t] = reinterpret_cast<const BlockQ8_0*>(a + (size_t)t * a_stride);
+        acc[t] = _mm256_setzero_ps();
+    }
+    for (int64_t b = 0; b < n_in / QK; ++b) {
+        const __m256i q = Dec::decode(x[b]);
+        const __m256i aq = _mm256_sign_epi8(q, q);
+        const float dx = h2f(x[b].d);
+        for (int t = 0; t < NT; ++t) {
+            const __m256i sy = _mm256_sign_epi8(load256(ys[t][b].qs), q);
+            const __m256i p = dot_u8s8(_mm256_setzero_si256(), aq, sy);
+            const __m256 d = _mm256_set1_ps(dx * h2f(ys[t][b].d));
+            acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[t]);
+        }
+    }
+    for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
+}
+
+// Unsigned weights with a min (Q4_1, Q5_1) against Q8_1: d*sum(q*a) + m*s.
+struct DecQ4_1 {
+    using Block = BlockQ4_1;
+    static __m256i decode(const Block& b) { return unpack_nibbles32(b.qs); }
+};
+struct DecQ5_1 {
+    using Block = BlockQ5_1;
+    static __m256i decode(const Block& b) {
+        const __m256i hi = _mm256_and_si256(bits_to_bytes32(b.qh), _mm256_set1_epi8(0x10));
+        return _mm256_or_si256(unpack_nibbles32(b.qs), hi);
+    }
+};
+
+template <class Dec, int NT>
+void dot_unsigned_q8_1(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride,
+                       float* out) {
+    const auto* x = reinterpret_cast<const typename Dec::Block*>(w);
+    const BlockQ8_1* ys[NT];
+    __m256 acc[NT];
+    float summ[NT];
+    for (int t = 0; t < NT; ++t) {
+        ys[t] = reinterpret_cast<const BlockQ8_1*>(a + (size_t)t * a_stride);
+        acc[t] = _mm256_setzero_ps();
+        summ[t] = 0.0f;
+    }
+    for (int64_t b = 0; b < n_in / QK; ++b) {
+        const __m256i q = Dec::decode(x[b]);
+        const float dx = h2f(x[b].d), mx = h2f(x[b].m);
+        for (int t = 0; t < NT; ++t) {
+            const __m256i p = dot_u8s8(_mm256_setzero_si256(), q, load256(ys[t][b].qs));
+            const __m256 d = _mm256_set1_ps(dx * h2f(ys[t][b].d));
+            acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[t]);
+            summ[t] += mx * h2f(ys[t][b].s);
+        }
+    }
+    for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]) + summ[t];
+}
+
+// ---- K-quants against Q8_K -------------------------------------------------------
+
+// Unpacks the 8 six-bit scales and mins of a Q4_K/Q5_K super-block (the
+// layout of get_scale_min_k4). Deliberately not calling that inline header
+// function: an ISA-flagged copy of an external inline function could be the
+// one the linker keeps for the baseline code too.
+inline void k4_scales(const uint8_t* s, uint8_t sc[8], uint8_t m[8]) {
+    for (int j = 0; j < 4; ++j) {
+        sc[j] = s[j] & 63;
+        m[j] = s[j + 4] & 63;
+    }
+    for (int j = 4; j < 8; ++j) {
+        sc[j] = (uint8_t)((s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4));
+        m[j] = (uint8_t)((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
+    }
+}
+
+// 16 int16 lanes: m[j] in lanes 2j and 2j+1, matching the 16 bsums.
+inline __m256i mins_x2(const uint8_t m[8]) {
+    const __m128i m8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m));
+    return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+}
+
+// Q4_K (HasHigh=false) and Q5_K (HasHigh=true).
+template <bool HasHigh, int NT>
+void dot_q45_K(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride, float* out) {
+    using Block = std::conditional_t<HasHigh, BlockQ5_K, BlockQ4_K>;
+    const auto* x = reinterpret_cast<const Block*>(w);
+    const BlockQ8_K* ys[NT];
+    __m256 acc[NT];
+    for (int t = 0; t < NT; ++t) {
+        ys[t] = reinterpret_cast<const BlockQ8_K*>(a + (size_t)t * a_stride);
+        acc[t] = _mm256_setzero_ps();
+    }
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    for (int64_t b = 0; b < n_in / QK_K; ++b) {
+        alignas(8) uint8_t sc[8], m[8];
+        k4_scales(x[b].scales, sc, m);
+        const __m256i mins = mins_x2(m);
+        __m256i sumi[NT];
+        for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
+        __m256i qh;
+        if constexpr (HasHigh) qh = load256(x[b].qh);
+        for (int c = 0; c < 4; ++c) {
+            const __m256i q = load256(x[b].qs + 32 * c);
+            __m256i lo = _mm256_and_si256(q, low4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+            if constexpr (HasHigh) {
+                // bit 2c of qh[l] is the 5th bit of lo[l], bit 2c+1 that of hi[l]
+                const __m256i one = _mm256_set1_epi8(1);
+                const __m256i hl = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one);
+                const __m256i hh = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one);
+                lo = _mm256_or_si256(lo, _mm256_slli_epi16(hl, 4));
+                hi = _mm256_or_si256(hi, _mm256_slli_epi16(hh, 4));
+            }
+            const __m256i s_lo = _mm256_set1_epi16(sc[2 * c]);
+            const __m256i s_hi = _mm256_set1_epi16(sc[2 * c + 1]);
+            for (int t = 0; t < NT; ++t) {
+                const int8_t* yq = ys[t][b].qs + 64 * c;
+                const __m256i p_lo = _mm256_maddubs_epi16(lo, load256(yq));
+                const __m256i p_hi = _mm256_maddubs_epi16(hi, load256(yq + 32));
+                sumi[t] = madd_acc(sumi[t], p_lo, s_lo);
+                sumi[t] = madd_acc(sumi[t], p_hi, s_hi);
+            }
+        }
+        const float dx = h2f(x[b].d), dmx = h2f(x[b].dmin);
+        for (int t = 0; t < NT; ++t) {
+            const __m256i pm = _mm256_madd_epi16(load256(ys[t][b].bsums), mins);
+            const float yd = ys[t][b].d;
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dx * yd), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(-dmx * yd), _mm256_cvtepi32_ps(pm), acc[t]);
+        }
+    }
+    for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
+}
+
+template <int NT>
+void dot_q6_K(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride, float* out) {
+    const auto* x = reinterpret_cast<const BlockQ6_K*>(w);
+    const BlockQ8_K* ys[NT];
+    __m256 acc[NT];
+    for (int t = 0; t < NT; ++t) {
+        ys[t] = reinterpret_cast<const BlockQ8_K*>(a + (size_t)t * a_stride);
+        acc[t] = _mm256_setzero_ps();
+    }
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    const __m256i low2 = _mm256_set1_epi8(0x03);
+    for (int64_t b = 0; b < n_in / QK_K; ++b) {
+        // scales as 16 int16, one per group of 16 (= per bsum)
+        const __m256i sc16 = _mm256_cvtepi8_epi16(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].scales)));
+        __m256i sumi[NT];
+        // Weights are stored as q+32 in [0, 63]; sum((q+32)*a) - 32*sum(a)
+        // with sum(a) per group from bsums keeps the product u8*s8.
+        for (int t = 0; t < NT; ++t) {
+            const __m256i off = _mm256_madd_epi16(load256(ys[t][b].bsums), sc16);
+            sumi[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+        }
+        for (int half = 0; half < 2; ++half) {
+            const uint8_t* ql = x[b].ql + 64 * half;
+            const __m256i l0 = load256(ql);
+            const __m256i l1 = load256(ql + 32);
+            const __m256i h = load256(x[b].qh + 32 * half);
+            __m256i q[4];
+            q[0] = _mm256_or_si256(_mm256_and_si256(l0, low4),
+                                   _mm256_slli_epi16(_mm256_and_si256(h, low2), 4));
+            q[1] = _mm256_or_si256(_mm256_and_si256(l1, low4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), low2), 4));
+            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), low2), 4));
+            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), low2), 4));
+            for (int k = 0; k < 4; ++k) {
+                // 16 int16 lanes: the first 8 pairs are group 2k, the next 8 group 2k+1
+                const int g = 8 * half + 2 * k;
+                const __m256i s = _mm256_set_m128i(_mm_set1_epi16(x[b].scales[g + 1]),
+                                                   _mm_set1_epi16(x[b].scales[g]));
+                for (int t = 0; t < NT; ++t) {
+                    const __m256i p =
+                        _mm256_maddubs_epi16(q[k], load256(ys[t][b].qs + 128 * half + 32 * k));
+                    sumi[t] = madd_acc(sumi[t], p, s);
+                }
+            }
+        }
+        const float dx = h2f(x[b].d);
+        for (int t = 0; t < NT; ++t) {
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dx * ys[t][b].d), _mm256_cvtepi32_ps(sumi[t]),
+                                     acc[t]);
+        }
+    }
+    for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
+}
+
+// ---- float types ---------------------------------------------------------------
+
+inline __m256 load8_f32(const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
+inline __m256 load8_f16(const uint8_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m256 load8_bf16(const uint8_t* p) {
+    const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+inline float scalar_f32(const uint8_t* p, int64_t i) {
+    float f;
+    std::memcpy(&f, p + 4 * i, 4);
+    return f;
+}
+inline float scalar_f16(const uint8_t* p, int64_t i) {
+    uint16_t h;
+    std::memcpy(&h, p + 2 * i, 2);
+    return _cvtsh_ss(h);
+}
+inline float scalar_bf16(const uint8_t* p, int64_t i) {
+    uint16_t h;
+    std::memcpy(&h, p + 2 * i, 2);
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+
+template <int Bytes, __m256 (*Load)(const uint8_t*), float (*Scalar)(const uint8_t*, int64_t), int NT>
+void dot_float(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride, float* out) {
+    __m256 acc[NT][2];
+    for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    int64_t i = 0;
+    // Two independent accumulators per row hide the fmadd latency.
+    for (; i + 16 <= n_in; i += 16) {
+        const __m256 w0 = Load(w + Bytes * i);
+        const __m256 w1 = Load(w + Bytes * (i + 8));
+        for (int t = 0; t < NT; ++t) {
+            const uint8_t* at = a + (size_t)t * a_stride;
+            acc[t][0] = _mm256_fmadd_ps(w0, Load(at + Bytes * i), acc[t][0]);
+            acc[t][1] = _mm256_fmadd_ps(w1, Load(at + Bytes * (i + 8)), acc[t][1]);
+        }
+    }
+    for (; i + 8 <= n_in; i += 8) {
+        const __m256 w0 = Load(w + Bytes * i);
+        for (int t = 0; t < NT; ++t) {
+            acc[t][0] = _mm256_fmadd_ps(w0, Load(a + (size_t)t * a_stride + Bytes * i), acc[t][0]);
+        }
+    }
+    for (int t = 0; t < NT; ++t) {
+        float s = hsum(_mm256_add_ps(acc[t][0], acc[t][1]));
+        for (int64_t j = i; j < n_in; ++j) s += Scalar(w, j) * Scalar(a + (size_t)t * a_stride, j);
+        out[t] = s;
+    }
+}
+
+// ---- tiles -----------------------------------------------------------------------
+
+template <int NT>
+using DotN = void (*)(int64_t, const uint8_t*, const uint8_t*, size_t, float*);
+
+// Rows outer (a weight row stays in L1 while every activation group uses it),
+// activation rows in groups of 4, then the 1..3 left over.
+template <template <int> class K>
+void tile(int64_t n_in, const uint8_t* w, size_t w_stride, int64_t nr, const uint8_t* a,
+          size_t a_stride, int64_t nt, float* y, int64_t ldy) {
+    for (int64_t r = 0; r < nr; ++r) {
+        const uint8_t* wr = w + (size_t)r * w_stride;
+        float out[4];
+        int64_t t = 0;
+        for (; t + 4 <= nt; t += 4) {
+            K<4>::run(n_in, wr, a + (size_t)t * a_stride, a_stride, out);
+            for (int i = 0; i < 4; ++i) y[(t + i) * ldy + r] = out[i];
+        }
+        const int64_t rest = nt - t;
+        const uint8_t* at = a + (size_t)t * a_stride;
+        if (rest == 3) K<3>::run(n_in, wr, at, a_stride, out);
+        else if (rest == 2) K<2>::run(n_in, wr, at, a_stride, out);
+        else if (rest == 1) K<1>::run(n_in, wr, at, a_stride, out);
+        for (int64_t i = 0; i < rest; ++i) y[(t + i) * ldy + r] = out[i];
+    }
+}
+
+template <int NT> struct KQ4_0 { static constexpr auto run = dot_signed_q8_0<DecQ4_0, NT>; };
+template <int NT> struct KQ5_0 { static constexpr auto run = dot_signed_q8_0<DecQ5_0, NT>; };
+template <int NT> struct KQ8_0 { static constexpr auto run = dot_signed_q8_0<DecQ8_0, NT>; };
+template <int NT> struct KQ4_1 { static constexpr auto run = dot_unsigned_q8_1<DecQ4_1, NT>; };
+template <int NT> struct KQ5_1 { static constexpr auto run = dot_unsigned_q8_1<DecQ5_1, NT>; };
+template <int NT> struct KQ4_K { static constexpr auto run = dot_q45_K<false, NT>; };
+template <int NT> struct KQ5_K { static constexpr auto run = dot_q45_K<true, NT>; };
+template <int NT> struct KQ6_K { static constexpr auto run = dot_q6_K<NT>; };
+template <int NT> struct KF32 { static constexpr auto run = dot_float<4, load8_f32, scalar_f32, NT>; };
+template <int NT> struct KF16 { static constexpr auto run = dot_float<2, load8_f16, scalar_f16, NT>; };
+template <int NT> struct KBF16 { static constexpr auto run = dot_float<2, load8_bf16, scalar_bf16, NT>; };
+
+KernelTable make_table() {
+    KernelTable k{};  // aggregate init: no out-of-line constructor compiled with these flags
+    auto set = [&](TensorType t, TileFn f) { k.tile[(int)t] = f; };
+    set(TensorType::Q4_0, tile<KQ4_0>);
+    set(TensorType::Q4_1, tile<KQ4_1>);
+    set(TensorType::Q5_0, tile<KQ5_0>);
+    set(TensorType::Q5_1, tile<KQ5_1>);
+    set(TensorType::Q8_0, tile<KQ8_0>);
+    set(TensorType::Q4_K, tile<KQ4_K>);
+    set(TensorType::Q5_K, tile<KQ5_K>);
+    set(TensorType::Q6_K, tile<KQ6_K>);
+    set(TensorType::F32, tile<KF32>);
+    set(TensorType::F16, tile<KF16>);
+    set(TensorType::BF16, tile<KBF16>);
+    return k;
+}
+
+}  // namespace
+
+#if defined(SPECDEC_VEC_DOT_VNNI)
+const KernelTable& avx512_kernel_table() {
+#else
+const KernelTable& avx2_kernel_table() {
+#endif
+    static const KernelTable table = make_table();
+    return table;
+}
+
 }  // namespace specdec::kernels

@@ -1,7 +1,9 @@
-#include "kernels/vec_dot.h"
-namespace specdec::kernels {
-const KernelTable& avx512_kernel_table() {
-    static const KernelTable t;
-    return t;
-}
-}  // namespace specdec::kernels
+// The AVX-512 level: the AVX2 kernels recompiled with 256-bit VNNI integer
+// dots (vpdpbusd/vpdpwssd fuse maddubs+madd+add into one instruction) and
+// the 32 vector registers of AVX-512VL. See vec_dot_avx2.cpp.
+#if !defined(__AVX512VNNI__) || !defined(__AVX512VL__)
+#error "vec_dot_avx512.cpp must be compiled with -mavx512vl -mavx512vnni"
+#endif
+
+#define SPECDEC_VEC_DOT_VNNI 1
+#include "vec_dot_avx2.cpp"  // NOLINT(bugprone-suspicious-include): same kernels, other ISA

@@ -342,7 +342,7 @@ TEST(QuantMatmul, DotKernelsMatchScalarIntegerExact) {
         }
         // x in [-127, 127] with 127 in each block: activation scale exactly 1.
         std::vector<float> x(n_tok * n_in);
-        for (size_t i = 0; i < x.size(); ++i) x[i] = (float)(i % 32 == 5 ? 127 : byte(rng) - 127);
+        for (size_t i = 0; i < x.size(); ++i) x[i] = (float)(i % 32 == 5 ? 127 : byte(rng) % 255 - 127);
         WeightMatrix w{t, wq.data(), n_in, n_out, rb};
         std::vector<float> ref(n_tok * n_out), y(n_tok * n_out);
         matmul_reference(w, x.data(), n_tok, ref.data());
