@@ -1,0 +1,94 @@
+// Scalar definitions of the layer operations. They mirror ggml's CPU
+// semantics (double accumulation in RMSNorm, iterative theta in RoPE) so that
+// hidden states track llama.cpp's closely.
+#include "kernels/ops.h"
+
+#include <cmath>
+#include <limits>
+
+namespace specdec::kernels {
+
+void rmsnorm(const float* x, const float* w, float* y, int64_t n, float eps) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) sum += (double)(x[i] * x[i]);
+    const float scale = 1.0f / std::sqrt((float)(sum / (double)n) + eps);
+    if (w) {
+        for (int64_t i = 0; i < n; ++i) y[i] = (x[i] * scale) * w[i];
+    } else {
+        for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
+    }
+}
+
+void rope(float* x, int n_heads, int head_dim, int64_t pos, const RopeParams& p) {
+    const float theta_scale = std::pow(p.freq_base, -2.0f / (float)p.n_rot);
+    // cos/sin per rotated pair, computed as ggml does: theta multiplied step by step.
+    float cs[512], sn[512];
+    float theta = (float)pos;
+    for (int i = 0; i < p.n_rot / 2; ++i) {
+        const float t = p.freq_scale * theta;
+        cs[i] = std::cos(t);
+        sn[i] = std::sin(t);
+        theta *= theta_scale;
+    }
+    for (int h = 0; h < n_heads; ++h) {
+        float* v = x + (int64_t)h * head_dim;
+        if (p.neox) {
+            const int half = p.n_rot / 2;
+            for (int i = 0; i < half; ++i) {
+                const float a = v[i], b = v[i + half];
+                v[i] = a * cs[i] - b * sn[i];
+                v[i + half] = a * sn[i] + b * cs[i];
+            }
+        } else {
+            for (int i = 0; i < p.n_rot / 2; ++i) {
+                const float a = v[2 * i], b = v[2 * i + 1];
+                v[2 * i] = a * cs[i] - b * sn[i];
+                v[2 * i + 1] = a * sn[i] + b * cs[i];
+            }
+        }
+    }
+}
+
+void softmax(float* x, int64_t n) {
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
+    if (mx == -std::numeric_limits<float>::infinity()) {
+        for (int64_t i = 0; i < n; ++i) x[i] = 0.0f;
+        return;
+    }
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+        const float e = x[i] == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(x[i] - mx);
+        x[i] = e;
+        sum += e;
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        const float g = gate[i];
+        out[i] = (g / (1.0f + std::exp(-g))) * up[i];
+    }
+}
+
+void gelu_mul(const float* gate, const float* up, float* out, int64_t n) {
+    constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+    constexpr float kCoef = 0.044715f;
+    for (int64_t i = 0; i < n; ++i) {
+        const float x = gate[i];
+        const float g = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoef * x * x)));
+        out[i] = g * up[i];
+    }
+}
+
+void add_inplace(float* y, const float* x, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void scale_inplace(float* y, float s, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] *= s;
+}
+
+}  // namespace specdec::kernels

@@ -1,0 +1,72 @@
+#include "kv/kv_cache.h"
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace specdec::kv {
+
+KvCache::KvCache(const KvCacheOptions& opts) : opts_(opts) {
+    SPECDEC_CHECK(opts.n_layer > 0 && opts.kv_dim > 0 && opts.n_ctx > 0 && opts.n_seq > 0,
+                  "invalid KV cache dimensions");
+    k_.reset(new uint16_t[elems()]);
+    v_.reset(new uint16_t[elems()]);
+    pos_.assign((size_t)opts.n_seq * opts.n_ctx, 0);
+    committed_.assign(opts.n_seq, 0);
+}
+
+void KvCache::commit_length(int seq, int n) {
+    SPECDEC_CHECK(n >= 0 && committed_[seq] + n <= opts_.n_ctx, "KV commit of ", n,
+                  " entries overflows the context of ", opts_.n_ctx);
+    for (int s = committed_[seq]; s < committed_[seq] + n; ++s)
+        SPECDEC_CHECK(pos(seq, s) == s, "KV commit: slot ", s, " holds position ", pos(seq, s),
+                      "; committed entries must sit at their own position");
+    committed_[seq] += n;
+}
+
+void KvCache::move_slot(int seq, int from, int to) {
+    const size_t bytes = (size_t)opts_.kv_dim * sizeof(uint16_t);
+    for (int l = 0; l < opts_.n_layer; ++l) {
+        std::memcpy(k(l, seq, to), k(l, seq, from), bytes);
+        std::memcpy(v(l, seq, to), v(l, seq, from), bytes);
+    }
+    set_pos(seq, to, pos(seq, from));
+}
+
+void KvCache::commit_path(int seq, std::span<const int> spec_indices) {
+    const int base = committed_[seq];
+    int prev = -1;
+    for (size_t i = 0; i < spec_indices.size(); ++i) {
+        const int r = spec_indices[i];
+        // Increasing indices with r >= i make the in-place forward copy safe.
+        SPECDEC_CHECK(r > prev && r >= (int)i && base + r < opts_.n_ctx,
+                      "KV commit_path: indices must increase and stay inside the context");
+        prev = r;
+        if (r != (int)i) move_slot(seq, base + r, base + (int)i);
+        SPECDEC_CHECK(pos(seq, base + (int)i) == base + (int)i, "KV commit_path: entry ", r,
+                      " holds position ", pos(seq, base + (int)i), ", expected ", base + (int)i);
+    }
+    committed_[seq] = base + (int)spec_indices.size();
+}
+
+void KvCache::truncate(int seq, int len) {
+    SPECDEC_CHECK(len >= 0 && len <= committed_[seq], "KV truncate to ", len, " beyond committed ",
+                  committed_[seq]);
+    committed_[seq] = len;
+}
+
+void KvCache::copy_sequence(int src, int dst) {
+    if (src == dst) return;
+    const int n = committed_[src];
+    const size_t bytes = (size_t)n * opts_.kv_dim * sizeof(uint16_t);
+    for (int l = 0; l < opts_.n_layer; ++l) {
+        if (bytes) {
+            std::memcpy(k(l, dst, 0), k(l, src, 0), bytes);
+            std::memcpy(v(l, dst, 0), v(l, src, 0), bytes);
+        }
+    }
+    std::memcpy(&pos_[(size_t)dst * opts_.n_ctx], &pos_[(size_t)src * opts_.n_ctx], n * sizeof(int32_t));
+    committed_[dst] = n;
+}
+
+}  // namespace specdec::kv

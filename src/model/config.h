@@ -1,0 +1,57 @@
+// Hyper-parameters of a transformer, read from GGUF metadata. One struct for
+// every supported architecture; the per-architecture switches are plain fields
+// so the forward pass reads as data, not as a class hierarchy.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace specdec::io {
+class GgufFile;
+}
+
+namespace specdec::model {
+
+enum class Arch { Llama, Qwen2, Gemma3 };
+
+struct ModelConfig {
+    Arch arch = Arch::Llama;
+    std::string arch_name;     // as in general.architecture
+    std::string name;          // general.name
+    int n_layer = 0;
+    int n_embd = 0;
+    int n_ff = 0;
+    int n_head = 0;
+    int n_head_kv = 0;
+    int head_dim_k = 0;        // key/query head size
+    int head_dim_v = 0;        // value head size
+    int n_vocab = 0;
+    int n_ctx_train = 0;
+    float norm_eps = 1e-5f;
+    // RoPE
+    int n_rot = 0;
+    bool rope_neox = false;
+    float rope_freq_base = 10000.0f;
+    float rope_freq_scale = 1.0f;
+    float rope_freq_base_swa = 10000.0f;  // gemma3 local layers
+    // Attention
+    float attn_scale = 0.0f;   // multiplier on q.k (1/sqrt(head_dim) by default)
+    int sliding_window = 0;    // 0: none
+    std::vector<bool> layer_is_swa;  // (n_layer) true: sliding-window layer
+    // Architecture switches
+    bool qkv_bias = false;         // qwen2
+    bool qk_norm = false;          // gemma3
+    bool post_norms = false;       // gemma3: norm after attention and FFN outputs
+    bool gelu_ffn = false;         // gemma3: GELU gate instead of SiLU
+    float embd_scale = 1.0f;       // gemma3: sqrt(n_embd)
+
+    int kv_dim() const { return n_head_kv * head_dim_k; }
+    int v_dim() const { return n_head_kv * head_dim_v; }
+    int q_dim() const { return n_head * head_dim_k; }
+};
+
+// Reads and validates the config; throws specdec::Error naming the file and key.
+ModelConfig read_model_config(const io::GgufFile& f);
+
+}  // namespace specdec::model

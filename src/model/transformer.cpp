@@ -1,0 +1,208 @@
+#include "model/transformer.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/fp16.h"
+#include "core/thread_pool.h"
+#include "io/gguf.h"
+#include "kernels/attention.h"
+#include "kernels/ops.h"
+
+namespace specdec::model {
+
+Transformer::Transformer(const io::GgufFile& file)
+    : file_(file), config_(read_model_config(file)), weights_(bind_weights(file, config_)) {
+    SPECDEC_CHECK(config_.head_dim_k <= 1024, "model '", file.path(), "': head size ", config_.head_dim_k,
+                  " is larger than supported (1024)");
+}
+
+kv::KvCacheOptions Transformer::kv_options(int n_ctx, int n_seq) const {
+    kv::KvCacheOptions o;
+    o.n_layer = config_.n_layer;
+    o.kv_dim = config_.kv_dim();
+    o.n_ctx = n_ctx;
+    o.n_seq = n_seq;
+    return o;
+}
+
+void Transformer::plan_rows(const ForwardBatch& b, const kv::KvCache& cache) {
+    const int n = b.size();
+    SPECDEC_CHECK(n > 0, "forward: empty batch");
+    SPECDEC_CHECK((int)b.positions.size() == n && (int)b.seq_ids.size() == n && (int)b.parents.size() == n &&
+                      (int)b.want_logits.size() == n,
+                  "forward: batch arrays have different lengths");
+    plan_.resize(n);
+    std::vector<int> rank(cache.n_seq(), 0);
+    for (int i = 0; i < n; ++i) {
+        const int s = b.seq_ids[i];
+        SPECDEC_CHECK(s >= 0 && s < cache.n_seq(), "forward: row ", i, " has sequence id ", s, " outside [0, ",
+                      cache.n_seq(), ")");
+        SPECDEC_CHECK(b.tokens[i] >= 0 && b.tokens[i] < config_.n_vocab, "forward: row ", i, " has token id ",
+                      b.tokens[i], " outside the vocabulary of ", config_.n_vocab);
+        const int p = b.parents[i];
+        SPECDEC_CHECK(p >= 0 && p <= i, "forward: row ", i, " has parent ", p, " (must be < row or itself)");
+        SPECDEC_CHECK(p == i || b.seq_ids[p] == s, "forward: row ", i, " and its parent ", p,
+                      " belong to different sequences");
+        RowPlan& r = plan_[i];
+        r.seq = s;
+        r.slot = cache.committed(s) + rank[s]++;
+        if (r.slot >= cache.n_ctx())
+            throw Error(detail::concat("context length exceeded: sequence ", s, " needs more than ",
+                                       cache.n_ctx(), " tokens (prompt plus generated)"));
+        r.spec_slots.clear();
+        if (p != i) r.spec_slots = plan_[p].spec_slots;  // parent's ancestors, already in order
+        r.spec_slots.push_back(r.slot);
+    }
+}
+
+void Transformer::attention_layer(int il, const ForwardBatch& b, kv::KvCache& cache, ThreadPool& pool) {
+    const ModelConfig& c = config_;
+    const int n = b.size();
+    const int group = c.n_head / c.n_head_kv;
+    const bool swa = c.layer_is_swa[il];
+    // Gemma scales q before the product (and rounding); others scale scores.
+    const float score_scale = c.arch == Arch::Gemma3 ? 1.0f : c.attn_scale;
+    const int n_ctx = cache.n_ctx();
+    scores_.resize((size_t)pool.size() * n_ctx);
+    pool.parallel_for((int64_t)n * c.n_head, 1, [&](int64_t begin, int64_t end, int worker) {
+        float* scores = scores_.data() + (size_t)worker * n_ctx;
+        std::vector<int> extra;
+        for (int64_t t = begin; t < end; ++t) {
+            const int i = (int)(t / c.n_head);
+            const int h = (int)(t % c.n_head);
+            const RowPlan& r = plan_[i];
+            kernels::VisibleSlots vis;
+            vis.begin = 0;
+            vis.end = cache.committed(r.seq);
+            const int32_t qpos = b.positions[i];
+            extra.clear();
+            if (swa) {
+                // Committed slot j holds position j (KvCache enforces it).
+                vis.begin = std::clamp(qpos - c.sliding_window + 1, 0, vis.end);
+                for (int s : r.spec_slots)
+                    if (qpos - cache.pos(r.seq, s) < c.sliding_window) extra.push_back(s);
+            } else {
+                extra = r.spec_slots;
+            }
+            vis.extra = extra.data();
+            vis.n_extra = (int)extra.size();
+            const int g = h / group;
+            kernels::attention_head(q_.data() + (size_t)i * c.q_dim() + (size_t)h * c.head_dim_k,
+                                    cache.k(il, r.seq, 0) + (size_t)g * c.head_dim_k,
+                                    cache.v(il, r.seq, 0) + (size_t)g * c.head_dim_v, c.kv_dim(), c.head_dim_k,
+                                    score_scale, vis, scores,
+                                    att_.data() + (size_t)i * c.q_dim() + (size_t)h * c.head_dim_v);
+        }
+    });
+}
+
+void Transformer::forward(const ForwardBatch& b, kv::KvCache& cache, ThreadPool& pool, ForwardResult& out) {
+    const ModelConfig& c = config_;
+    plan_rows(b, cache);
+    const int n = b.size();
+    const int E = c.n_embd;
+    x_.resize((size_t)n * E);
+    h_.resize((size_t)n * E);
+    q_.resize((size_t)n * c.q_dim());
+    k_.resize((size_t)n * c.kv_dim());
+    v_.resize((size_t)n * c.v_dim());
+    att_.resize((size_t)n * c.q_dim());
+    o_.resize((size_t)n * E);
+    gate_.resize((size_t)n * c.n_ff);
+    up_.resize((size_t)n * c.n_ff);
+    for (int cl : b.capture_layers)
+        SPECDEC_CHECK(cl >= 0 && cl < c.n_layer, "forward: capture layer ", cl, " out of range");
+    out.hidden.assign(b.capture_layers.size(), {});
+
+    const auto& emb = weights_.tok_embd;
+    for (int i = 0; i < n; ++i) {
+        float* xi = x_.data() + (size_t)i * E;
+        kernels::dequantize_row(emb.type, static_cast<const uint8_t*>(emb.data) + (size_t)b.tokens[i] * emb.row_bytes,
+                                xi, E);
+        if (c.embd_scale != 1.0f) kernels::scale_inplace(xi, c.embd_scale, E);
+    }
+
+    for (int il = 0; il < c.n_layer; ++il) {
+        const LayerWeights& L = weights_.layers[il];
+        for (int i = 0; i < n; ++i)
+            kernels::rmsnorm(x_.data() + (size_t)i * E, L.attn_norm, h_.data() + (size_t)i * E, E, c.norm_eps);
+        kernels::matmul(L.wq, h_.data(), n, q_.data(), pool);
+        kernels::matmul(L.wk, h_.data(), n, k_.data(), pool);
+        kernels::matmul(L.wv, h_.data(), n, v_.data(), pool);
+        kernels::RopeParams rp;
+        rp.n_rot = c.n_rot;
+        rp.neox = c.rope_neox;
+        rp.freq_base = c.layer_is_swa[il] ? c.rope_freq_base_swa : c.rope_freq_base;
+        rp.freq_scale = c.layer_is_swa[il] ? 1.0f : c.rope_freq_scale;
+        for (int i = 0; i < n; ++i) {
+            float* qi = q_.data() + (size_t)i * c.q_dim();
+            float* ki = k_.data() + (size_t)i * c.kv_dim();
+            float* vi = v_.data() + (size_t)i * c.v_dim();
+            if (c.qkv_bias) {
+                kernels::add_inplace(qi, L.bq, c.q_dim());
+                kernels::add_inplace(ki, L.bk, c.kv_dim());
+                kernels::add_inplace(vi, L.bv, c.v_dim());
+            }
+            if (c.qk_norm) {
+                for (int h = 0; h < c.n_head; ++h)
+                    kernels::rmsnorm(qi + h * c.head_dim_k, L.q_norm, qi + h * c.head_dim_k, c.head_dim_k, c.norm_eps);
+                for (int h = 0; h < c.n_head_kv; ++h)
+                    kernels::rmsnorm(ki + h * c.head_dim_k, L.k_norm, ki + h * c.head_dim_k, c.head_dim_k, c.norm_eps);
+            }
+            kernels::rope(qi, c.n_head, c.head_dim_k, b.positions[i], rp);
+            kernels::rope(ki, c.n_head_kv, c.head_dim_k, b.positions[i], rp);
+            if (c.arch == Arch::Gemma3) kernels::scale_inplace(qi, c.attn_scale, c.q_dim());
+            // Store this row's key and value in its speculative slot.
+            const RowPlan& r = plan_[i];
+            uint16_t* kd = cache.k(il, r.seq, r.slot);
+            uint16_t* vd = cache.v(il, r.seq, r.slot);
+            for (int d = 0; d < c.kv_dim(); ++d) kd[d] = fp32_to_fp16(ki[d]);
+            for (int d = 0; d < c.v_dim(); ++d) vd[d] = fp32_to_fp16(vi[d]);
+            if (il == 0) cache.set_pos(r.seq, r.slot, b.positions[i]);
+        }
+        attention_layer(il, b, cache, pool);
+        kernels::matmul(L.wo, att_.data(), n, o_.data(), pool);
+        for (int i = 0; i < n; ++i) {
+            float* oi = o_.data() + (size_t)i * E;
+            if (c.post_norms) kernels::rmsnorm(oi, L.post_attn_norm, oi, E, c.norm_eps);
+            kernels::add_inplace(x_.data() + (size_t)i * E, oi, E);
+            kernels::rmsnorm(x_.data() + (size_t)i * E, L.ffn_norm, h_.data() + (size_t)i * E, E, c.norm_eps);
+        }
+        kernels::matmul(L.w_gate, h_.data(), n, gate_.data(), pool);
+        kernels::matmul(L.w_up, h_.data(), n, up_.data(), pool);
+        for (int i = 0; i < n; ++i) {
+            float* gi = gate_.data() + (size_t)i * c.n_ff;
+            const float* ui = up_.data() + (size_t)i * c.n_ff;
+            if (c.gelu_ffn) {
+                kernels::gelu_mul(gi, ui, gi, c.n_ff);
+            } else {
+                kernels::silu_mul(gi, ui, gi, c.n_ff);
+            }
+        }
+        kernels::matmul(L.w_down, gate_.data(), n, o_.data(), pool);
+        for (int i = 0; i < n; ++i) {
+            float* oi = o_.data() + (size_t)i * E;
+            if (c.post_norms) kernels::rmsnorm(oi, L.post_ffn_norm, oi, E, c.norm_eps);
+            kernels::add_inplace(x_.data() + (size_t)i * E, oi, E);
+        }
+        for (size_t ci = 0; ci < b.capture_layers.size(); ++ci)
+            if (b.capture_layers[ci] == il) out.hidden[ci].assign(x_.begin(), x_.begin() + (size_t)n * E);
+    }
+
+    // Final norm and LM head for the rows that asked only.
+    out.logit_rows.clear();
+    for (int i = 0; i < n; ++i)
+        if (b.want_logits[i]) out.logit_rows.push_back(i);
+    const int m = (int)out.logit_rows.size();
+    out.n_vocab = c.n_vocab;
+    out.logits.resize((size_t)m * c.n_vocab);
+    if (m == 0) return;
+    for (int k = 0; k < m; ++k)
+        kernels::rmsnorm(x_.data() + (size_t)out.logit_rows[k] * E, weights_.output_norm, h_.data() + (size_t)k * E, E,
+                         c.norm_eps);
+    kernels::matmul(weights_.output, h_.data(), m, out.logits.data(), pool);
+}
+
+}  // namespace specdec::model

@@ -1,0 +1,65 @@
+// A decoder-only transformer (llama, qwen2, gemma3) over GGUF weights.
+// forward() runs a ForwardBatch against a KvCache: it writes each row's keys
+// and values into the speculative region of its sequence (slot = committed +
+// rank of the row among its sequence's rows) and returns logits for the rows
+// that asked. It never changes what is committed; the caller commits.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kv/kv_cache.h"
+#include "model/config.h"
+#include "model/forward_batch.h"
+#include "model/weights.h"
+
+namespace specdec {
+class ThreadPool;
+}
+namespace specdec::io {
+class GgufFile;
+}
+
+namespace specdec::model {
+
+class Transformer {
+public:
+    // Keeps a reference to the file (weights are views into its mapping).
+    explicit Transformer(const io::GgufFile& file);
+
+    const ModelConfig& config() const { return config_; }
+    kv::KvCacheOptions kv_options(int n_ctx, int n_seq) const;
+
+    // Throws specdec::Error on an invalid batch (bad token, sequence, parent)
+    // or when a sequence's context would overflow.
+    void forward(const ForwardBatch& batch, kv::KvCache& cache, ThreadPool& pool, ForwardResult& out);
+
+private:
+    struct RowPlan {
+        int seq = 0;
+        int slot = 0;                 // where this row's K/V go
+        std::vector<int> spec_slots;  // visible speculative slots: ancestors and self
+    };
+    void plan_rows(const ForwardBatch& batch, const kv::KvCache& cache);
+    void attention_layer(int il, const ForwardBatch& batch, kv::KvCache& cache, ThreadPool& pool);
+
+    const io::GgufFile& file_;
+    ModelConfig config_;
+    ModelWeights weights_;
+
+    // Scratch, resized per call. Shapes in rows n of the batch.
+    std::vector<RowPlan> plan_;
+    std::vector<float> x_;      // (n, n_embd) residual stream
+    std::vector<float> h_;      // (n, n_embd) normed input
+    std::vector<float> q_;      // (n, q_dim)
+    std::vector<float> k_;      // (n, kv_dim)
+    std::vector<float> v_;      // (n, v_dim)
+    std::vector<float> att_;    // (n, q_dim)
+    std::vector<float> o_;      // (n, n_embd)
+    std::vector<float> gate_;   // (n, n_ff)
+    std::vector<float> up_;     // (n, n_ff)
+    std::vector<float> scores_; // (n_workers, n_ctx)
+};
+
+}  // namespace specdec::model

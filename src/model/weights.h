@@ -1,0 +1,43 @@
+// Views of a model's weights inside the memory-mapped GGUF file. Nothing is
+// copied except small norm vectors stored in a non-F32 type.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "kernels/matmul.h"
+#include "model/config.h"
+
+namespace specdec::io {
+class GgufFile;
+}
+
+namespace specdec::model {
+
+struct LayerWeights {
+    const float* attn_norm = nullptr;       // (n_embd)
+    kernels::WeightMatrix wq, wk, wv, wo;   // (q_dim, n_embd) (kv_dim, n_embd) x2 (n_embd, q_dim)
+    const float* bq = nullptr;              // (q_dim)   qwen2
+    const float* bk = nullptr;              // (kv_dim)  qwen2
+    const float* bv = nullptr;              // (v_dim)   qwen2
+    const float* q_norm = nullptr;          // (head_dim) gemma3
+    const float* k_norm = nullptr;          // (head_dim) gemma3
+    const float* post_attn_norm = nullptr;  // (n_embd)  gemma3
+    const float* ffn_norm = nullptr;        // (n_embd)
+    kernels::WeightMatrix w_gate, w_up;     // (n_ff, n_embd)
+    kernels::WeightMatrix w_down;           // (n_embd, n_ff)
+    const float* post_ffn_norm = nullptr;   // (n_embd)  gemma3
+};
+
+struct ModelWeights {
+    kernels::WeightMatrix tok_embd;   // (n_vocab, n_embd): rows are token embeddings
+    const float* output_norm = nullptr;
+    kernels::WeightMatrix output;     // (n_vocab, n_embd); tok_embd when tied
+    std::vector<LayerWeights> layers;
+    std::vector<std::unique_ptr<float[]>> owned;  // dequantized small vectors
+};
+
+// Binds every tensor the config needs, checking names, shapes and types.
+ModelWeights bind_weights(const io::GgufFile& f, const ModelConfig& c);
+
+}  // namespace specdec::model

@@ -1,0 +1,78 @@
+// Test support: a tiny random llama-architecture model written as a GGUF file
+// in memory (F32 weights), for tests that need a real forward pass but no real
+// model: forward-contract checks, speculative sampling distribution tests with
+// a small vocabulary.
+#pragma once
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "unit/gguf_writer.h"
+
+namespace specdec::test {
+
+struct SyntheticModelSpec {
+    std::string arch = "llama";  // llama or qwen2
+    int n_vocab = 64;
+    int n_embd = 32;
+    int n_ff = 64;
+    int n_head = 4;
+    int n_head_kv = 2;
+    int n_layer = 2;
+    float weight_scale = 0.3f;   // larger: sharper distributions
+    uint32_t seed = 7;
+};
+
+inline std::vector<uint8_t> synthetic_model_gguf(const SyntheticModelSpec& s) {
+    GgufWriter w;
+    std::mt19937 rng(s.seed);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    auto rnd = [&](size_t n, float scale) {
+        std::vector<float> v(n);
+        for (auto& x : v) x = nd(rng) * scale;
+        return v;
+    };
+    auto ones = [](size_t n) { return std::vector<float>(n, 1.0f); };
+    const std::string a = s.arch;
+    w.kv_str("general.architecture", a);
+    w.kv_str("general.name", "synthetic");
+    w.kv_u32(a + ".block_count", s.n_layer);
+    w.kv_u32(a + ".embedding_length", s.n_embd);
+    w.kv_u32(a + ".feed_forward_length", s.n_ff);
+    w.kv_u32(a + ".attention.head_count", s.n_head);
+    w.kv_u32(a + ".attention.head_count_kv", s.n_head_kv);
+    w.kv_u32(a + ".context_length", 512);
+    w.kv_f32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
+    w.kv_f32(a + ".rope.freq_base", 10000.0f);
+    std::vector<std::string> tokens;
+    for (int i = 0; i < s.n_vocab; ++i) tokens.push_back("t" + std::to_string(i));
+    w.kv_str("tokenizer.ggml.model", "gpt2");
+    w.kv_str_array("tokenizer.ggml.tokens", tokens);
+    const int hd = s.n_embd / s.n_head;
+    const int kv = s.n_head_kv * hd;
+    const float ws = s.weight_scale;
+    w.tensor_f32("token_embd.weight", {s.n_embd, s.n_vocab}, rnd((size_t)s.n_embd * s.n_vocab, 1.0f));
+    w.tensor_f32("output_norm.weight", {s.n_embd}, ones(s.n_embd));
+    w.tensor_f32("output.weight", {s.n_embd, s.n_vocab}, rnd((size_t)s.n_embd * s.n_vocab, ws));
+    for (int l = 0; l < s.n_layer; ++l) {
+        const std::string p = "blk." + std::to_string(l) + ".";
+        w.tensor_f32(p + "attn_norm.weight", {s.n_embd}, ones(s.n_embd));
+        w.tensor_f32(p + "attn_q.weight", {s.n_embd, s.n_embd}, rnd((size_t)s.n_embd * s.n_embd, ws));
+        w.tensor_f32(p + "attn_k.weight", {s.n_embd, kv}, rnd((size_t)s.n_embd * kv, ws));
+        w.tensor_f32(p + "attn_v.weight", {s.n_embd, kv}, rnd((size_t)s.n_embd * kv, ws));
+        if (a == "qwen2") {
+            w.tensor_f32(p + "attn_q.bias", {s.n_embd}, rnd(s.n_embd, 0.1f));
+            w.tensor_f32(p + "attn_k.bias", {kv}, rnd(kv, 0.1f));
+            w.tensor_f32(p + "attn_v.bias", {kv}, rnd(kv, 0.1f));
+        }
+        w.tensor_f32(p + "attn_output.weight", {s.n_embd, s.n_embd}, rnd((size_t)s.n_embd * s.n_embd, ws));
+        w.tensor_f32(p + "ffn_norm.weight", {s.n_embd}, ones(s.n_embd));
+        w.tensor_f32(p + "ffn_gate.weight", {s.n_embd, s.n_ff}, rnd((size_t)s.n_embd * s.n_ff, ws));
+        w.tensor_f32(p + "ffn_up.weight", {s.n_embd, s.n_ff}, rnd((size_t)s.n_embd * s.n_ff, ws));
+        w.tensor_f32(p + "ffn_down.weight", {s.n_ff, s.n_embd}, rnd((size_t)s.n_ff * s.n_embd, ws));
+    }
+    return w.bytes();
+}
+
+}  // namespace specdec::test

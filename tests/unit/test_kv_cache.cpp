@@ -1,0 +1,80 @@
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "core/error.h"
+#include "kv/kv_cache.h"
+
+using namespace specdec;
+
+namespace {
+// Writes a recognisable value (token-like id) into every layer of a slot.
+void write_slot(kv::KvCache& c, int seq, int slot, uint16_t id) {
+    for (int l = 0; l < c.n_layer(); ++l)
+        for (int d = 0; d < c.kv_dim(); ++d) {
+            c.k(l, seq, slot)[d] = id;
+            c.v(l, seq, slot)[d] = (uint16_t)(id + 1);
+        }
+}
+uint16_t read_slot(const kv::KvCache& c, int seq, int slot) { return c.k(1, seq, slot)[3]; }
+}  // namespace
+
+// Property test: random branch/commit/rollback sequences leave exactly what a
+// from-scratch run would hold in the committed prefix.
+TEST(KvCache, RandomBranchCommitRollbackMatchesModel) {
+    kv::KvCache c({2, 8, 64, 2});
+    std::mt19937 rng(5);
+    std::vector<std::vector<uint16_t>> model(2);  // committed ids per sequence
+    uint16_t next_id = 1;
+    for (int iter = 0; iter < 2000; ++iter) {
+        const int seq = (int)(rng() % 2);
+        const int base = c.committed(seq);
+        const int room = c.n_ctx() - base;
+        const int op = (int)(rng() % 4);
+        if (op == 3 || room < 8) {  // rollback
+            const int len = base ? (int)(rng() % (base + 1)) : 0;
+            c.truncate(seq, len);
+            model[seq].resize(len);
+            continue;
+        }
+        const int n_spec = 1 + (int)(rng() % std::min(8, room));
+        std::vector<uint16_t> ids;
+        for (int r = 0; r < n_spec; ++r) {
+            ids.push_back(next_id++);
+            write_slot(c, seq, base + r, ids.back());
+            c.set_pos(seq, base + r, base + r);  // chain positions
+        }
+        if (op == 0) {  // commit by length
+            const int keep = (int)(rng() % (n_spec + 1));
+            c.commit_length(seq, keep);
+            model[seq].insert(model[seq].end(), ids.begin(), ids.begin() + keep);
+        } else {  // commit by path: increasing indices, entry j must sit at position base+j
+            std::vector<int> idx;
+            for (int r = 0; r < n_spec; ++r)
+                if (rng() % 2) idx.push_back(r);
+            for (size_t j = 0; j < idx.size(); ++j) c.set_pos(seq, base + idx[j], base + (int)j);
+            c.commit_path(seq, idx);
+            for (int r : idx) model[seq].push_back(ids[r]);
+        }
+        ASSERT_EQ(c.committed(seq), (int)model[seq].size());
+        for (int s = 0; s < 2; ++s)
+            for (int i = 0; i < c.committed(s); ++i) ASSERT_EQ(read_slot(c, s, i), model[s][i]) << "iter " << iter;
+    }
+}
+
+TEST(KvCache, CopySequenceAndErrors) {
+    kv::KvCache c({2, 4, 16, 2});
+    for (int i = 0; i < 5; ++i) {
+        write_slot(c, 0, i, (uint16_t)(100 + i));
+        c.set_pos(0, i, i);
+    }
+    c.commit_length(0, 5);
+    c.copy_sequence(0, 1);
+    ASSERT_EQ(c.committed(1), 5);
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(read_slot(c, 1, i), 100 + i);
+    EXPECT_THROW(c.commit_length(0, 12), Error);   // overflow
+    EXPECT_THROW(c.truncate(0, 6), Error);         // beyond committed
+    EXPECT_THROW(c.commit_path(0, std::vector<int>{2, 1}), Error);  // not increasing
+    c.set_pos(0, 5, 9);
+    EXPECT_THROW(c.commit_length(0, 1), Error);    // wrong position at slot
+}
