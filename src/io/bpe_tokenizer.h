@@ -1,0 +1,38 @@
+// Byte-level BPE (GPT-2 style) as llama.cpp runs it: pre-tokenize, map bytes to
+// printable code points, then repeatedly merge the adjacent pair with the
+// lowest merge rank (leftmost first on ties) inside each word.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "io/pretokenizer.h"
+
+namespace specdec::io {
+
+class BpeTokenizer {
+public:
+    // token_ids: text -> id for the whole vocabulary; merges: "left right"
+    // strings in rank order (tokenizer.ggml.merges).
+    BpeTokenizer(const std::unordered_map<std::string, int32_t>* token_ids,
+                 const std::vector<std::string>& merges, PreTokenizer pre);
+
+    // Appends the ids of raw (not special-token) text.
+    void encode(std::string_view text, std::vector<int32_t>& out) const;
+
+    // Byte-level token text back to bytes, as llama.cpp's llama_decode_text.
+    static std::string decode_token_text(const std::string& token_text);
+
+private:
+    void encode_word(const std::string& word, std::vector<int32_t>& out) const;
+    int rank(std::string_view left, std::string_view right) const;
+
+    const std::unordered_map<std::string, int32_t>* token_ids_;
+    std::unordered_map<std::string, int> ranks_;  // key: "left right"
+    PreTokenizer pre_;
+};
+
+}  // namespace specdec::io

@@ -1,0 +1,30 @@
+// Regex pre-tokenizers of llama.cpp's byte-level BPE vocabularies, written as
+// hand-made matchers over code-point categories instead of std::regex (which
+// is slow and has no \p{L}). Each matcher reproduces the regex semantics
+// llama.cpp ends up with, including its quirks: a pattern is applied inside
+// each piece left by the previous pattern (so look-ahead stops at a piece
+// end), and text between matches becomes one piece.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace specdec::io {
+
+enum class PreTokenizer {
+    Default,  // llama.cpp's LLAMA_VOCAB_PRE_TYPE_DEFAULT for BPE
+    Gpt2,     // also mpt, olmo, ...
+    Smollm,   // also starcoder, refact, command-r, codeshell, ...
+    Qwen2,    // also stablelm2, megrez
+};
+
+// Maps tokenizer.ggml.pre to a pre-tokenizer; throws specdec::Error on names
+// this engine does not implement (as llama.cpp throws on unknown names).
+PreTokenizer pretokenizer_from_name(const std::string& pre);
+
+// Splits UTF-8 text into words (still UTF-8, not byte-encoded). Invalid UTF-8
+// becomes U+FFFD, as in llama.cpp.
+std::vector<std::string> pretokenize(PreTokenizer type, std::string_view text);
+
+}  // namespace specdec::io

@@ -1,0 +1,276 @@
+#include "io/tokenizer.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace specdec::io {
+namespace {
+
+// GGUF token types (llama_token_type) to attribute bits.
+uint32_t attr_from_type(int64_t type) {
+    switch (type) {
+        case 1: return Tokenizer::kNormal;
+        case 2: return Tokenizer::kUnknown;
+        case 3: return Tokenizer::kControl;
+        case 4: return Tokenizer::kUserDefined;
+        case 5: return Tokenizer::kUnused;
+        case 6: return Tokenizer::kByte;
+        default: return 0;  // undefined
+    }
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& file) {
+    std::unique_ptr<Tokenizer> t(new Tokenizer());
+    const std::string model = file.get_string("tokenizer.ggml.model", "");
+    if (model == "gpt2") {
+        t->kind_ = Kind::Bpe;
+    } else if (model == "llama") {
+        t->kind_ = Kind::Spm;
+    } else {
+        throw Error("tokenizer: unsupported tokenizer.ggml.model '" + model + "' in " + file.path());
+    }
+    SPECDEC_CHECK(file.has("tokenizer.ggml.tokens"), "tokenizer: no tokenizer.ggml.tokens in ", file.path());
+    const auto& tokens = file.get_string_array("tokenizer.ggml.tokens");
+    const size_t n = tokens.size();
+    SPECDEC_CHECK(n > 0 && n < size_t(INT32_MAX), "tokenizer: bad vocabulary size ", n, " in ", file.path());
+
+    uint64_t h = 1469598103934665603ull;
+    for (const std::string& s : tokens) {
+        for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+        h = (h ^ 0u) * 1099511628211ull;
+    }
+    t->hash_ = h;
+
+    t->texts_.resize(n);
+    t->attrs_.assign(n, kNormal);
+    t->scores_.assign(n, 0.0f);
+    t->ids_.reserve(n);
+    if (file.has("tokenizer.ggml.scores")) {
+        const auto& sc = file.get_float_array("tokenizer.ggml.scores");
+        SPECDEC_CHECK(sc.size() >= n, "tokenizer: ", sc.size(), " scores for ", n, " tokens in ", file.path());
+        for (size_t i = 0; i < n; ++i) t->scores_[i] = float(sc[i]);
+    }
+    if (file.has("tokenizer.ggml.token_type")) {
+        const auto& ty = file.get_int_array("tokenizer.ggml.token_type");
+        SPECDEC_CHECK(ty.size() >= n, "tokenizer: ", ty.size(), " token types for ", n, " tokens in ", file.path());
+        for (size_t i = 0; i < n; ++i) t->attrs_[i] = attr_from_type(ty[i]);
+    }
+    for (size_t i = 0; i < n; ++i) {
+        // llama.cpp renames empty tokens so that every text is a unique key.
+        t->texts_[i] = tokens[i].empty() ? "[EMPTY_" + std::to_string(i) + "]" : tokens[i];
+        const bool fresh = t->ids_.emplace(t->texts_[i], int32_t(i)).second;
+        SPECDEC_CHECK(fresh, "tokenizer: duplicate token '", t->texts_[i], "' (id ", i, ") in ", file.path());
+    }
+
+    if (t->kind_ == Kind::Bpe) {
+        SPECDEC_CHECK(file.has("tokenizer.ggml.merges"), "tokenizer: BPE vocabulary without merges in ",
+                      file.path());
+        const PreTokenizer pre = pretokenizer_from_name(file.get_string("tokenizer.ggml.pre", ""));
+        t->bpe_ = std::make_unique<BpeTokenizer>(&t->ids_, file.get_string_array("tokenizer.ggml.merges"), pre);
+        t->bos_ = 11;  // llama.cpp's defaults when the metadata has no ids
+        t->eos_ = 11;
+        t->add_space_prefix_ = false;
+    } else {
+        t->spm_ = std::make_unique<SpmTokenizer>(&t->ids_, &t->scores_);
+        t->bos_ = 1;
+        t->eos_ = 2;
+        t->add_bos_ = true;
+        t->add_space_prefix_ = true;
+    }
+    t->add_space_prefix_ = file.get_bool("tokenizer.ggml.add_space_prefix", t->add_space_prefix_);
+    t->finish_special_tokens(file);
+    return t;
+}
+
+void Tokenizer::finish_special_tokens(const GgufFile& file) {
+    const int64_t n = int64_t(texts_.size());
+    auto read_id = [&](const char* key, int32_t& id) {
+        if (id >= n) id = -1;
+        if (!file.has(key)) return;
+        const int64_t v = file.get_int(key);
+        if (v >= 0 && v < n) id = int32_t(v);  // out of range: keep the default, as llama.cpp
+    };
+    int32_t eot = -1, eom = -1, fim_pad = -1, fim_rep = -1, fim_sep = -1;
+    read_id("tokenizer.ggml.bos_token_id", bos_);
+    read_id("tokenizer.ggml.eos_token_id", eos_);
+    read_id("tokenizer.ggml.eot_token_id", eot);
+    read_id("tokenizer.ggml.eom_token_id", eom);
+    read_id("tokenizer.ggml.fim_pad_token_id", fim_pad);
+    read_id("tokenizer.ggml.fim_rep_token_id", fim_rep);
+    read_id("tokenizer.ggml.fim_sep_token_id", fim_sep);
+    add_bos_ = file.get_bool("tokenizer.ggml.add_bos_token", add_bos_);
+    add_eos_ = file.get_bool("tokenizer.ggml.add_eos_token", add_eos_);
+    SPECDEC_CHECK(!add_bos_ || bos_ >= 0, "tokenizer: add_bos_token set but no BOS token in ", file.path());
+    SPECDEC_CHECK(!add_eos_ || eos_ >= 0, "tokenizer: add_eos_token set but no EOS token in ", file.path());
+
+    // llama.cpp recognises end-of-turn and FIM tokens by their text and forces
+    // them to be control tokens; that changes how they are parsed and printed,
+    // so it is reproduced here. (When several texts of one kind exist it picks
+    // one in hash order; the EOG set below does not depend on that choice.)
+    auto find_first = [&](int32_t& id, std::initializer_list<const char*> names) {
+        if (id >= 0) return;
+        for (const char* name : names) {
+            const auto it = ids_.find(name);
+            if (it != ids_.end()) {
+                id = it->second;
+                attrs_[size_t(id)] |= kControl;
+                return;
+            }
+        }
+    };
+    find_first(eot, {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
+                     "<EOT>", "_<EOT>", "[EOT]", "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+                     "<end_of_utterance>"});
+    find_first(eom, {"<|eom_id|>"});
+    int32_t fim_pre = -1, fim_suf = -1, fim_mid = -1;
+    find_first(fim_pre, {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<PRE>", "\xE2\x96\x81<PRE>",
+                         "<|code_prefix|>", "<|prefix|>"});
+    find_first(fim_suf, {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<SUF>", "\xE2\x96\x81<SUF>",
+                         "<|code_suffix|>", "<|suffix|>"});
+    find_first(fim_mid, {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<MID>", "\xE2\x96\x81<MID>",
+                         "<|code_middle|>", "<|middle|>"});
+    find_first(fim_pad, {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"});
+    find_first(fim_rep, {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"});
+    find_first(fim_sep, {"<|file_sep|>"});
+
+    for (size_t i = 0; i < texts_.size(); ++i) {
+        if ((attrs_[i] & kControl) && texts_[i].find("unused") != std::string::npos) attrs_[i] |= kUnused;
+    }
+
+    for (int32_t id : {fim_pad, fim_rep, fim_sep, eos_, eot, eom}) {
+        if (id >= 0) eog_.insert(id);
+    }
+    for (const char* name :
+         {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "<end_of_turn>",
+          "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
+          "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>"}) {
+        const auto it = ids_.find(name);
+        if (it == ids_.end()) continue;
+        eog_.insert(it->second);
+        attrs_[size_t(it->second)] |= kControl;
+    }
+
+    // Special tokens are split out longest first. std::sort (not stable) on
+    // ascending ids with the same comparator as llama.cpp keeps equal-length
+    // tokens in the same relative order under the same standard library.
+    for (size_t i = 0; i < texts_.size(); ++i) {
+        if (attrs_[i] & (kControl | kUserDefined | kUnknown)) special_.push_back(int32_t(i));
+    }
+    std::sort(special_.begin(), special_.end(),
+              [&](int32_t a, int32_t b) { return texts_[size_t(a)].size() > texts_[size_t(b)].size(); });
+
+    pieces_.resize(texts_.size());
+    for (size_t i = 0; i < texts_.size(); ++i) {
+        const uint32_t a = attrs_[i];
+        std::string& p = pieces_[i];
+        if (a & (kUnknown | kControl | kUserDefined)) {
+            p = texts_[i];
+        } else if (kind_ == Kind::Spm && (a & kNormal)) {
+            for (size_t k = 0; k < texts_[i].size();) {
+                if (texts_[i].compare(k, 3, "\xE2\x96\x81") == 0) {
+                    p.push_back(' ');
+                    k += 3;
+                } else {
+                    p.push_back(texts_[i][k++]);
+                }
+            }
+        } else if (kind_ == Kind::Spm && (a & kByte)) {
+            p.push_back(char(std::strtol(texts_[i].substr(3, 2).c_str(), nullptr, 16)));
+        } else if (kind_ == Kind::Bpe && (a & kNormal)) {
+            p = BpeTokenizer::decode_token_text(texts_[i]);
+        }
+    }
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
+    struct Frag {
+        int32_t token;  // -1: raw text [off, off + len)
+        size_t off, len;
+    };
+    std::vector<Frag> frags;
+    if (!text.empty()) frags.push_back({-1, 0, text.size()});
+    std::vector<Frag> next;
+    for (int32_t id : special_) {
+        const uint32_t a = attrs_[size_t(id)];
+        if (!parse_special && (a & (kControl | kUnknown))) continue;
+        const std::string& st = texts_[size_t(id)];
+        next.clear();
+        bool changed = false;
+        for (const Frag& f : frags) {
+            if (f.token >= 0) {
+                next.push_back(f);
+                continue;
+            }
+            size_t pos = f.off;
+            const size_t end = f.off + f.len;
+            const std::string_view window = text.substr(0, end);
+            for (;;) {
+                const size_t m = window.find(st, pos);
+                if (m == std::string_view::npos) break;
+                changed = true;
+                if (m > pos) next.push_back({-1, pos, m - pos});
+                next.push_back({id, 0, 0});
+                pos = m + st.size();
+            }
+            if (end > pos) next.push_back({-1, pos, end - pos});
+        }
+        if (changed) frags.swap(next);
+    }
+
+    std::vector<int32_t> out;
+    if (add_special && add_bos_) out.push_back(bos_);
+    bool prev_special = true;  // SPM: a space prefix goes before the first text
+    for (const Frag& f : frags) {
+        if (f.token >= 0) {
+            out.push_back(f.token);
+            prev_special = true;
+            continue;
+        }
+        if (kind_ == Kind::Spm) {
+            std::string t;
+            if (add_space_prefix_ && prev_special) t = " ";
+            t.append(text.substr(f.off, f.len));
+            spm_->encode(t, out);
+            prev_special = false;
+        } else {
+            bpe_->encode(text.substr(f.off, f.len), out);
+        }
+    }
+    if (add_special && add_eos_) out.push_back(eos_);
+    return out;
+}
+
+void Tokenizer::check_id(int32_t id) const {
+    SPECDEC_CHECK(id >= 0 && id < n_vocab(), "tokenizer: token id ", id, " out of range [0, ", n_vocab(), ")");
+}
+
+std::string Tokenizer::token_to_piece(int32_t id) const {
+    check_id(id);
+    return pieces_[size_t(id)];
+}
+
+std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
+    std::string out;
+    for (int32_t id : ids) out += token_to_piece(id);
+    return out;
+}
+
+bool Tokenizer::is_control(int32_t id) const { return (attr(id) & kControl) != 0; }
+
+uint32_t Tokenizer::attr(int32_t id) const {
+    check_id(id);
+    return attrs_[size_t(id)];
+}
+
+const std::string& Tokenizer::token_text(int32_t id) const {
+    check_id(id);
+    return texts_[size_t(id)];
+}
+
+uint64_t Tokenizer::token_list_hash() const { return hash_; }
+
+}  // namespace specdec::io
