@@ -69,11 +69,12 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n_tok, float* y, Thre
     if (w.type != TensorType::F32) {
         thread_local ActBuffer buf;
         // Round rows to 64 bytes so each starts on its own cache line.
-        a_stride = (act_row_bytes(w.type, w.n_in) + 63) & ~(size_t)63;
+        a_stride = (act_row_bytes_ext(w.type, w.n_in) + 63) & ~(size_t)63;
         uint8_t* dst = buf.get(a_stride * (size_t)n_tok);
         auto quant = [&](int64_t b, int64_t e, int) {
             for (int64_t t = b; t < e; ++t) {
                 quantize_act_row(w.type, x + t * w.n_in, dst + (size_t)t * a_stride, w.n_in);
+                add_act_row_extras(w.type, dst + (size_t)t * a_stride, w.n_in);
             }
         };
         // Many rows: spread the (scalar) quantization too; each row still once.

@@ -123,4 +123,48 @@ void quantize_act_row(TensorType w, const float* x, void* dst, int64_t n) {
     }
 }
 
+namespace {
+
+bool has_extras(TensorType w) {
+    const TensorType d = dot_type_for(w);
+    return d == TensorType::Q8_0 || d == TensorType::Q8_1;
+}
+
+}  // namespace
+
+size_t act_extras_offset(int64_t n) {
+    // Blocks of 34 or 36 bytes; round up so the float arrays are 16-byte aligned.
+    return ((size_t)(n / QK) * sizeof(BlockQ8_1) + 15) & ~(size_t)15;
+}
+
+size_t act_row_bytes_ext(TensorType w, int64_t n) {
+    if (!has_extras(w)) return act_row_bytes(w, n);
+    return act_extras_offset(n) + 2 * (size_t)(n / QK) * sizeof(float);
+}
+
+void add_act_row_extras(TensorType w, void* row, int64_t n) {
+    if (!has_extras(w)) return;
+    const int64_t nb = n / QK;
+    auto* base = static_cast<uint8_t*>(row);
+    auto* d = reinterpret_cast<float*>(base + act_extras_offset(n));  // (nb)
+    if (dot_type_for(w) == TensorType::Q8_1) {
+        const auto* y = static_cast<const BlockQ8_1*>(row);
+        auto* s = d + nb;  // (nb) float
+        for (int64_t b = 0; b < nb; ++b) {
+            d[b] = fp16_to_fp32(y[b].d);
+            s[b] = fp16_to_fp32(y[b].s);
+        }
+        return;
+    }
+    const int offset = w == TensorType::Q4_0 ? 8 : w == TensorType::Q5_0 ? 16 : 128;
+    const auto* y = static_cast<const BlockQ8_0*>(row);
+    auto* e = reinterpret_cast<int32_t*>(d + nb);  // (nb) int32
+    for (int64_t b = 0; b < nb; ++b) {
+        d[b] = fp16_to_fp32(y[b].d);
+        int sum = 0;
+        for (int j = 0; j < QK; ++j) sum += y[b].qs[j];
+        e[b] = -offset * sum;
+    }
+}
+
 }  // namespace specdec::kernels

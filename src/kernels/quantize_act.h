@@ -32,4 +32,18 @@ size_t act_row_bytes(TensorType w, int64_t n);
 // Converts one activation row x (n) for weight type w into dst (act_row_bytes).
 void quantize_act_row(TensorType w, const float* x, void* dst, int64_t n);
 
+// SIMD kernels of the 32-element types also read per-block values that would
+// otherwise be recomputed for every weight row. They follow the blocks in the
+// same row buffer (the scalar reference never reads them):
+//   at act_extras_offset(n): float d[n/32]   (the block scales as float)
+//   then                     int32 e[n/32]   Q4_0/Q5_0/Q8_0: -offset * sum(q),
+//                                            offset = 8/16/128, the bias that
+//                                            makes the weights unsigned
+//                            float e[n/32]   Q4_1/Q5_1: the fp16 s as float
+// act_row_bytes_ext covers blocks and extras; for other types it equals act_row_bytes.
+size_t act_extras_offset(int64_t n);
+size_t act_row_bytes_ext(TensorType w, int64_t n);
+// Fills the extras of a row already written by quantize_act_row.
+void add_act_row_extras(TensorType w, void* row, int64_t n);
+
 }  // namespace specdec::kernels

@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "kernels/quant_blocks.h"
+#include "kernels/quantize_act.h"
 #include "kernels/vec_dot.h"
 
 #if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
@@ -79,46 +80,79 @@ inline __m256i load256(const void* p) {
 }
 
 // ---- legacy 32-element blocks ------------------------------------------------
+//
+// The activation rows carry float block scales and (for Q8_0) -offset*sum(q)
+// after their blocks (see add_act_row_extras), so a block costs each
+// activation row only: one integer dot, one scale multiply, one fmadd.
 
-// Signed weights (Q4_0, Q5_0, Q8_0) against Q8_0: |w| * sign(a, w) keeps the
-// u8*s8 form of maddubs/vpdpbusd exact.
+// Per-token pointers into one activation row.
+struct ActRow {
+    const int8_t* qs;  // block b's quants at qs + b * block_bytes
+    const float* d;    // (nb) block scales
+    const void* e;     // (nb) int32 bias terms (Q8_0) or float s (Q8_1)
+};
+
+template <class ActBlock>
+inline ActRow act_row(const uint8_t* row, int64_t n_in) {
+    const auto* d = reinterpret_cast<const float*>(row + act_extras_offset(n_in));
+    return {reinterpret_cast<const ActBlock*>(row)->qs, d, d + n_in / QK};
+}
+
+// Decoders return the 32 weights of a block as bytes. Unsigned ones are the
+// true value plus kOffset (the activation row's bias term undoes it); a
+// signed decoder (AVX2 Q8_0: 255*127*2 would saturate maddubs) uses
+// |w| * sign(a, w) instead.
 struct DecQ4_0 {
     using Block = BlockQ4_0;
-    static __m256i decode(const Block& b) {
-        return _mm256_sub_epi8(unpack_nibbles32(b.qs), _mm256_set1_epi8(8));
-    }
+    static constexpr bool kSigned = false;
+    static __m256i decode(const Block& b) { return unpack_nibbles32(b.qs); }
 };
 struct DecQ5_0 {
     using Block = BlockQ5_0;
+    static constexpr bool kSigned = false;
     static __m256i decode(const Block& b) {
-        // Where the 5th bit is clear, set the top nibble: nibble | 0xF0 == nibble - 16.
-        const __m256i hi = _mm256_andnot_si256(bits_to_bytes32(b.qh), _mm256_set1_epi8((char)0xF0));
+        const __m256i hi = _mm256_and_si256(bits_to_bytes32(b.qh), _mm256_set1_epi8(0x10));
         return _mm256_or_si256(unpack_nibbles32(b.qs), hi);
     }
 };
 struct DecQ8_0 {
     using Block = BlockQ8_0;
+#if defined(SPECDEC_VEC_DOT_VNNI)
+    static constexpr bool kSigned = false;  // vpdpbusd sums in int32: no saturation
+    static __m256i decode(const Block& b) {
+        return _mm256_xor_si256(load256(b.qs), _mm256_set1_epi8((char)0x80));  // w + 128
+    }
+#else
+    static constexpr bool kSigned = true;
     static __m256i decode(const Block& b) { return load256(b.qs); }
+#endif
 };
 
 template <class Dec, int NT>
-void dot_signed_q8_0(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride,
+void dot_q8_0_family(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride,
                      float* out) {
     const auto* x = reinterpret_cast<const typename Dec::Block*>(w);
-    const BlockQ8_0* ys[NT];
+    ActRow ys[NT];
     __m256 acc[NT];
     for (int t = 0; t < NT; ++t) {
-        ys[t] = reinterpret_cast<const BlockQ8_0*>(a + (size_t)t * a_stride);
+        ys[t] = act_row<BlockQ8_0>(a + (size_t)t * a_stride, n_in);
         acc[t] = _mm256_setzero_ps();
     }
     for (int64_t b = 0; b < n_in / QK; ++b) {
         const __m256i q = Dec::decode(x[b]);
-        const __m256i aq = _mm256_sign_epi8(q, q);
-        const float dx = h2f(x[b].d);
+        const __m256 dx = _mm256_set1_ps(h2f(x[b].d));
         for (int t = 0; t < NT; ++t) {
-            const __m256i sy = _mm256_sign_epi8(load256(ys[t][b].qs), q);
-            const __m256i p = dot_u8s8(_mm256_setzero_si256(), aq, sy);
-            const __m256 d = _mm256_set1_ps(dx * h2f(ys[t][b].d));
+            const __m256i yq = load256(ys[t].qs + b * (int64_t)sizeof(BlockQ8_0));
+            __m256i p;
+            if constexpr (Dec::kSigned) {
+                p = dot_u8s8(_mm256_setzero_si256(), _mm256_sign_epi8(q, q),
+                             _mm256_sign_epi8(yq, q));
+            } else {
+                // Start from the bias term in lane 0: sum((w+off)*a) - off*sum(a).
+                const int32_t e = static_cast<const int32_t*>(ys[t].e)[b];
+                p = dot_u8s8(_mm256_zextsi128_si256(_mm_cvtsi32_si128(e)), q, yq);
+            }
+            const __m256 d = _mm256_mul_ps(dx, _mm256_broadcast_ss(ys[t].d + b));
             acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[t]);
         }
     }
@@ -139,25 +173,27 @@ struct DecQ5_1 {
 };
 
 template <class Dec, int NT>
-void dot_unsigned_q8_1(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride,
-                       float* out) {
+void dot_q8_1_family(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride,
+                     float* out) {
     const auto* x = reinterpret_cast<const typename Dec::Block*>(w);
-    const BlockQ8_1* ys[NT];
+    ActRow ys[NT];
     __m256 acc[NT];
     float summ[NT];
     for (int t = 0; t < NT; ++t) {
-        ys[t] = reinterpret_cast<const BlockQ8_1*>(a + (size_t)t * a_stride);
+        ys[t] = act_row<BlockQ8_1>(a + (size_t)t * a_stride, n_in);
         acc[t] = _mm256_setzero_ps();
         summ[t] = 0.0f;
     }
     for (int64_t b = 0; b < n_in / QK; ++b) {
         const __m256i q = Dec::decode(x[b]);
-        const float dx = h2f(x[b].d), mx = h2f(x[b].m);
+        const __m256 dx = _mm256_set1_ps(h2f(x[b].d));
+        const float mx = h2f(x[b].m);
         for (int t = 0; t < NT; ++t) {
-            const __m256i p = dot_u8s8(_mm256_setzero_si256(), q, load256(ys[t][b].qs));
-            const __m256 d = _mm256_set1_ps(dx * h2f(ys[t][b].d));
+            const __m256i yq = load256(ys[t].qs + b * (int64_t)sizeof(BlockQ8_1));
+            const __m256i p = dot_u8s8(_mm256_setzero_si256(), q, yq);
+            const __m256 d = _mm256_mul_ps(dx, _mm256_broadcast_ss(ys[t].d + b));
             acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[t]);
-            summ[t] += mx * h2f(ys[t][b].s);
+            summ[t] += mx * static_cast<const float*>(ys[t].e)[b];
         }
     }
     for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]) + summ[t];
@@ -380,11 +416,11 @@ void tile(int64_t n_in, const uint8_t* w, size_t w_stride, int64_t nr, const uin
     }
 }
 
-template <int NT> struct KQ4_0 { static constexpr auto run = dot_signed_q8_0<DecQ4_0, NT>; };
-template <int NT> struct KQ5_0 { static constexpr auto run = dot_signed_q8_0<DecQ5_0, NT>; };
-template <int NT> struct KQ8_0 { static constexpr auto run = dot_signed_q8_0<DecQ8_0, NT>; };
-template <int NT> struct KQ4_1 { static constexpr auto run = dot_unsigned_q8_1<DecQ4_1, NT>; };
-template <int NT> struct KQ5_1 { static constexpr auto run = dot_unsigned_q8_1<DecQ5_1, NT>; };
+template <int NT> struct KQ4_0 { static constexpr auto run = dot_q8_0_family<DecQ4_0, NT>; };
+template <int NT> struct KQ5_0 { static constexpr auto run = dot_q8_0_family<DecQ5_0, NT>; };
+template <int NT> struct KQ8_0 { static constexpr auto run = dot_q8_0_family<DecQ8_0, NT>; };
+template <int NT> struct KQ4_1 { static constexpr auto run = dot_q8_1_family<DecQ4_1, NT>; };
+template <int NT> struct KQ5_1 { static constexpr auto run = dot_q8_1_family<DecQ5_1, NT>; };
 template <int NT> struct KQ4_K { static constexpr auto run = dot_q45_K<false, NT>; };
 template <int NT> struct KQ5_K { static constexpr auto run = dot_q45_K<true, NT>; };
 template <int NT> struct KQ6_K { static constexpr auto run = dot_q6_K<NT>; };
