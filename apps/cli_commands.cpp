@@ -1,19 +1,37 @@
 #include "cli_commands.h"
 
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "core/error.h"
 
 namespace specdec::cli {
 
+namespace {
+const char* kUsage =
+    "usage: specdec <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  generate   generate text from a prompt (specdec generate --help)\n"
+    "  models     list or fetch the real models (specdec models --help)\n"
+    "  bench      compare decoding methods side by side (specdec bench --help)\n"
+    "  serve      OpenAI-compatible HTTP server (specdec serve --help)\n";
+}
+
 int run(int argc, char** argv) {
-    if (argc < 2) {
-        std::fprintf(stderr, "usage: specdec <generate|models|bench|serve> [options]\n");
-        return 1;
+    if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+        std::fputs(kUsage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 1 : 0;
     }
     const std::string cmd = argv[1];
-    throw Error("unknown command '" + cmd + "' (expected generate, models, bench or serve)");
+    // Subcommands parse argv[1..]: their own name stands in for the program name.
+    if (cmd == "generate") return cmd_generate(argc - 1, argv + 1);
+    if (cmd == "models") return cmd_models(argc - 1, argv + 1);
+    if (cmd == "bench") return cmd_bench(argc - 1, argv + 1);
+    if (cmd == "serve") return cmd_serve(argc - 1, argv + 1);
+    std::fputs(kUsage, stderr);
+    throw Error("unknown command '" + cmd + "'");
 }
 
 }  // namespace specdec::cli

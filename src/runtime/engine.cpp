@@ -1,0 +1,168 @@
+#include "runtime/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "core/error.h"
+
+namespace specdec::runtime {
+namespace {
+double now_s() {
+    using namespace std::chrono;
+    return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+std::unique_ptr<Engine> Engine::load(const EngineOptions& opts) {
+    auto e = std::unique_ptr<Engine>(new Engine());
+    e->opts_ = opts;
+    SPECDEC_CHECK(!opts.model_path.empty(), "no model given (use -m MODEL.gguf)");
+    e->file_ = io::GgufFile::open(opts.model_path);
+    e->model_ = std::make_unique<model::Transformer>(*e->file_);
+    e->tokenizer_ = io::Tokenizer::from_gguf(*e->file_);
+    const auto& c = e->model_->config();
+    SPECDEC_CHECK(e->tokenizer_->n_vocab() <= c.n_vocab, "model '", opts.model_path, "': tokenizer has ",
+                  e->tokenizer_->n_vocab(), " tokens but the output layer only ", c.n_vocab);
+    int n_ctx = opts.n_ctx > 0 ? opts.n_ctx : std::min(c.n_ctx_train, 4096);
+    SPECDEC_CHECK(n_ctx >= 8, "context size ", n_ctx, " is too small");
+    SPECDEC_CHECK(opts.n_seq >= 1 && opts.n_seq <= 256, "sequence count must be in [1, 256]");
+    e->cache_ = std::make_unique<kv::KvCache>(e->model_->kv_options(n_ctx, opts.n_seq));
+    int n_threads = opts.n_threads > 0 ? opts.n_threads : (int)std::max(1u, std::thread::hardware_concurrency());
+    e->pool_ = std::make_unique<ThreadPool>(n_threads);
+    e->opts_.n_ctx = n_ctx;
+    return e;
+}
+
+const float* Engine::prefill(int seq, const std::vector<int32_t>& tokens) {
+    SPECDEC_CHECK(!tokens.empty(), "prefill: no tokens");
+    const int start = cache_->committed(seq);
+    if (start + (int)tokens.size() > n_ctx())
+        throw Error(detail::concat("prompt of ", tokens.size(), " tokens does not fit the context of ", n_ctx(),
+                                   " tokens (", start, " already used); use a shorter prompt or a larger --ctx"));
+    const int chunk = std::max(1, opts_.prefill_chunk);
+    for (size_t off = 0; off < tokens.size(); off += chunk) {
+        const size_t n = std::min((size_t)chunk, tokens.size() - off);
+        batch_.clear();
+        std::vector<int32_t> part(tokens.begin() + off, tokens.begin() + off + n);
+        batch_.add_chain(part, start + (int32_t)off, seq, false);
+        model_->forward(batch_, *cache_, *pool_, result_);
+        cache_->commit_length(seq, (int)n);
+    }
+    return result_.row_logits(0);
+}
+
+std::vector<int32_t> tokenize_request(const Engine& engine, const GenerateRequest& req) {
+    const io::Tokenizer& tok = engine.tokenizer();
+    if (!req.messages.empty()) {
+        const std::string text = io::apply_chat_template(engine.file(), req.messages, true);
+        // The rendered template carries its own special tokens (BOS included where
+        // the template writes it), so parse them and add nothing else.
+        return tok.encode(text, false, true);
+    }
+    return tok.encode(req.prompt, true, false);
+}
+
+StopChecker::StopChecker(const io::Tokenizer& tok, const GenerateRequest& req) : tok_(tok), req_(req) {
+    for (const auto& s : req.stop) max_stop_len_ = std::max(max_stop_len_, s.size());
+}
+
+bool StopChecker::push(int32_t token) {
+    if (!req_.ignore_eos && tok_.is_end_of_generation(token)) {
+        reason_ = "stop";
+        return true;
+    }
+    tokens_.push_back(token);
+    const size_t before = text_.size();
+    text_ += tok_.token_to_piece(token);
+    for (const auto& s : req_.stop) {
+        if (s.empty()) continue;
+        // Only the new bytes (and the tail they complete) can hold a new match.
+        const size_t from = before >= s.size() ? before - s.size() + 1 : 0;
+        const size_t at = text_.find(s, from);
+        if (at != std::string::npos) {
+            text_.resize(at);
+            reason_ = "stop";
+            return true;
+        }
+    }
+    if ((int)tokens_.size() >= req_.max_tokens) {
+        reason_ = "length";
+        return true;
+    }
+    return false;
+}
+
+std::string StopChecker::take_remaining() {
+    std::string out = streamed_ < text_.size() ? text_.substr(streamed_) : std::string();
+    streamed_ = text_.size();
+    return out;
+}
+
+std::string StopChecker::take_stable_text() {
+    size_t stable = text_.size() > max_stop_len_ ? text_.size() - max_stop_len_ : 0;
+    // Never split a UTF-8 sequence: back up to a lead byte.
+    while (stable > streamed_ && stable < text_.size() && ((unsigned char)text_[stable] & 0xC0) == 0x80) --stable;
+    if (stable <= streamed_) return {};
+    std::string out = text_.substr(streamed_, stable - streamed_);
+    streamed_ = stable;
+    return out;
+}
+
+GenerateResult generate_ar(Engine& engine, const GenerateRequest& req, const TokenCallback& on_text) {
+    sample::validate(req.sampling);
+    SPECDEC_CHECK(req.max_tokens >= 1, "max tokens must be >= 1, got ", req.max_tokens);
+    GenerateResult res;
+    const std::vector<int32_t> prompt = tokenize_request(engine, req);
+    SPECDEC_CHECK(!prompt.empty(), "the prompt is empty after tokenization");
+    res.n_prompt = (int)prompt.size();
+    const int seq = 0;
+    engine.cache().clear(seq);
+
+    Rng rng(req.sampling.seed);
+    std::vector<float> scratch;
+    std::vector<int32_t> history = prompt;
+    StopChecker stop(engine.tokenizer(), req);
+    const int n_vocab = engine.config().n_vocab;
+
+    const double t0 = now_s();
+    const float* logits = engine.prefill(seq, prompt);
+    const double t1 = now_s();
+    res.prefill_s = t1 - t0;
+
+    model::ForwardBatch batch;
+    model::ForwardResult out;
+    bool cancelled = false;
+    while (true) {
+        const int32_t tok = sample::sample_token(logits, n_vocab, history, req.sampling, rng, scratch);
+        history.push_back(tok);
+        const bool done = stop.push(tok);
+        if (on_text) {
+            std::string piece = done ? "" : stop.take_stable_text();
+            if (!piece.empty() && !on_text(piece)) cancelled = true;
+        }
+        if (done || cancelled) break;
+        if (engine.cache().committed(seq) + 1 > engine.n_ctx()) {
+            res.finish_reason = "length";
+            break;
+        }
+        batch.clear();
+        batch.add(tok, engine.cache().committed(seq), seq, -1, true);
+        engine.model().forward(batch, engine.cache(), engine.pool(), out);
+        engine.cache().commit_length(seq, 1);
+        logits = out.row_logits(0);
+    }
+    res.decode_s = now_s() - t1;
+    res.text = stop.text();
+    res.tokens = stop.tokens();
+    res.n_generated = (int)res.tokens.size();
+    if (res.finish_reason.empty()) res.finish_reason = cancelled ? "cancelled" : stop.finish_reason();
+    if (on_text && !cancelled) {
+        // Flush whatever the stop-string window held back.
+        const std::string rest = stop.take_remaining();
+        if (!rest.empty()) on_text(rest);
+    }
+    return res;
+}
+
+}  // namespace specdec::runtime

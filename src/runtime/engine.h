@@ -1,0 +1,113 @@
+// The engine: the one place that wires a model file, its tokenizer, the
+// transformer, a KV cache and a thread pool together, and the plain
+// autoregressive generation loop every speculative method is measured against.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "io/chat_template.h"
+#include "io/gguf.h"
+#include "io/tokenizer.h"
+#include "kv/kv_cache.h"
+#include "model/transformer.h"
+#include "sample/sampler.h"
+
+namespace specdec::runtime {
+
+struct EngineOptions {
+    std::string model_path;
+    int n_ctx = 0;        // 0: min(model's training context, 4096)
+    int n_seq = 1;        // sequences the KV cache holds
+    int n_threads = 0;    // 0: all cores
+    int prefill_chunk = 256;  // rows per forward while reading the prompt
+};
+
+// A loaded model ready to run.
+class Engine {
+public:
+    static std::unique_ptr<Engine> load(const EngineOptions& opts);
+
+    const io::GgufFile& file() const { return *file_; }
+    const io::Tokenizer& tokenizer() const { return *tokenizer_; }
+    model::Transformer& model() { return *model_; }
+    const model::ModelConfig& config() const { return model_->config(); }
+    kv::KvCache& cache() { return *cache_; }
+    ThreadPool& pool() { return *pool_; }
+    const EngineOptions& options() const { return opts_; }
+    int n_ctx() const { return cache_->n_ctx(); }
+
+    // Reads `tokens` into sequence `seq` after what it has committed, in chunks,
+    // commits them, and returns the logits of the last token (n_vocab floats).
+    const float* prefill(int seq, const std::vector<int32_t>& tokens);
+
+private:
+    EngineOptions opts_;
+    std::unique_ptr<io::GgufFile> file_;
+    std::unique_ptr<io::Tokenizer> tokenizer_;
+    std::unique_ptr<model::Transformer> model_;
+    std::unique_ptr<kv::KvCache> cache_;
+    std::unique_ptr<ThreadPool> pool_;
+    model::ForwardBatch batch_;
+    model::ForwardResult result_;
+};
+
+struct GenerateRequest {
+    std::string prompt;                        // raw text (used when messages is empty)
+    std::vector<io::ChatMessage> messages;     // chat: rendered with the model's template
+    int max_tokens = 128;
+    sample::SamplingParams sampling;
+    std::vector<std::string> stop;             // stop strings (not included in the text)
+    bool ignore_eos = false;                   // keep going past end-of-generation tokens
+};
+
+struct GenerateResult {
+    std::string text;
+    std::vector<int32_t> tokens;    // generated ids (end-of-generation token excluded)
+    int n_prompt = 0;
+    int n_generated = 0;
+    double prefill_s = 0;
+    double decode_s = 0;
+    std::string finish_reason;      // "length", "stop" (EOS or stop string)
+    double decode_tok_s() const { return decode_s > 0 ? n_generated / decode_s : 0.0; }
+};
+
+// Called with each new piece of text as it becomes final; return false to stop.
+using TokenCallback = std::function<bool(const std::string& piece)>;
+
+// Turns a request into prompt tokens (chat template or raw, BOS per metadata).
+std::vector<int32_t> tokenize_request(const Engine& engine, const GenerateRequest& req);
+
+// Tracks generated text, end-of-generation and stop strings; shared by every
+// decoding method so they stop at exactly the same token.
+class StopChecker {
+public:
+    StopChecker(const io::Tokenizer& tok, const GenerateRequest& req);
+    // Adds one generated token; returns true when generation must end after it.
+    bool push(int32_t token);
+    const std::string& text() const { return text_; }
+    const std::vector<int32_t>& tokens() const { return tokens_; }
+    const std::string& finish_reason() const { return reason_; }
+    // Text that can no longer be cut by a stop string (for streaming).
+    std::string take_stable_text();
+    // Everything not yet streamed (call once generation has ended).
+    std::string take_remaining();
+
+private:
+    const io::Tokenizer& tok_;
+    const GenerateRequest& req_;
+    std::string text_;
+    std::vector<int32_t> tokens_;
+    std::string reason_ = "length";
+    size_t streamed_ = 0;
+    size_t max_stop_len_ = 0;
+};
+
+// Target-only autoregressive decoding in sequence 0 of the engine's cache.
+GenerateResult generate_ar(Engine& engine, const GenerateRequest& req, const TokenCallback& on_text = {});
+
+}  // namespace specdec::runtime

@@ -1,0 +1,17 @@
+// Resolves what the user typed after -m: a path to a GGUF file, or the name of
+// a model recorded in models/manifest.json by tools/fetch_models.py.
+#pragma once
+
+#include <string>
+
+namespace specdec::runtime {
+
+// Directory holding manifest.json: $SPECDEC_MODELS_DIR, else ./models, else
+// models/ two levels above the running executable (build/<dir>/specdec).
+std::string models_dir();
+
+// "" means the manifest's default model. Throws specdec::Error listing the
+// known names when nothing matches.
+std::string resolve_model(const std::string& name_or_path);
+
+}  // namespace specdec::runtime
