@@ -6,6 +6,7 @@
 // a row whose parent is itself hangs directly off the committed prefix.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
