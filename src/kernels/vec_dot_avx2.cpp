@@ -201,26 +201,25 @@ void dot_q8_1_family(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_
 
 // ---- K-quants against Q8_K -------------------------------------------------------
 
-// Unpacks the 8 six-bit scales and mins of a Q4_K/Q5_K super-block (the
-// layout of get_scale_min_k4). Deliberately not calling that inline header
+// Unpacks the 8 six-bit scales (bytes 0..7) and mins (bytes 8..15) of a
+// Q4_K/Q5_K super-block with 32-bit word operations: the layout of
+// get_scale_min_k4, four values at a time. (Not calling that inline header
 // function: an ISA-flagged copy of an external inline function could be the
-// one the linker keeps for the baseline code too.
-inline void k4_scales(const uint8_t* s, uint8_t sc[8], uint8_t m[8]) {
-    for (int j = 0; j < 4; ++j) {
-        sc[j] = s[j] & 63;
-        m[j] = s[j + 4] & 63;
-    }
-    for (int j = 4; j < 8; ++j) {
-        sc[j] = (uint8_t)((s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4));
-        m[j] = (uint8_t)((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
-    }
+// one the linker keeps for baseline code.)
+inline __m128i k4_scales_mins(const uint8_t* s) {
+    uint32_t u[4];
+    std::memcpy(u, s, 12);
+    const uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
+    u[3] = ((u[2] >> 4) & m4) | (((u[1] >> 6) & m2) << 4);  // mins 4..7
+    const uint32_t mins_lo = u[1] & m6;                       // mins 0..3
+    u[1] = (u[2] & m4) | (((u[0] >> 6) & m2) << 4);          // scales 4..7
+    u[0] &= m6;                                               // scales 0..3
+    u[2] = mins_lo;
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(u));
 }
 
-// 16 int16 lanes: m[j] in lanes 2j and 2j+1, matching the 16 bsums.
-inline __m256i mins_x2(const uint8_t m[8]) {
-    const __m128i m8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m));
-    return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
-}
+// Shuffle mask that broadcasts int16 lane w of each 128-bit half.
+inline __m256i word_bcast_mask(int w) { return _mm256_set1_epi16((short)((2 * w) | ((2 * w + 1) << 8))); }
 
 // Q4_K (HasHigh=false) and Q5_K (HasHigh=true).
 template <bool HasHigh, int NT>
@@ -235,9 +234,11 @@ void dot_q45_K(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride
     }
     const __m256i low4 = _mm256_set1_epi8(0x0F);
     for (int64_t b = 0; b < n_in / QK_K; ++b) {
-        alignas(8) uint8_t sc[8], m[8];
-        k4_scales(x[b].scales, sc, m);
-        const __m256i mins = mins_x2(m);
+        const __m128i sm = k4_scales_mins(x[b].scales);  // 8 scales, 8 mins (u8)
+        // mins as 16 int16 with m[j] in lanes 2j, 2j+1, matching the 16 bsums
+        const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm));
+        // scales as 8 int16, in both 128-bit halves
+        const __m256i sc2 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
         __m256i sumi[NT];
         for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
         __m256i qh;
@@ -254,8 +255,8 @@ void dot_q45_K(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride
                 lo = _mm256_or_si256(lo, _mm256_slli_epi16(hl, 4));
                 hi = _mm256_or_si256(hi, _mm256_slli_epi16(hh, 4));
             }
-            const __m256i s_lo = _mm256_set1_epi16(sc[2 * c]);
-            const __m256i s_hi = _mm256_set1_epi16(sc[2 * c + 1]);
+            const __m256i s_lo = _mm256_shuffle_epi8(sc2, word_bcast_mask(2 * c));
+            const __m256i s_hi = _mm256_shuffle_epi8(sc2, word_bcast_mask(2 * c + 1));
             for (int t = 0; t < NT; ++t) {
                 const int8_t* yq = ys[t][b].qs + 64 * c;
                 const __m256i p_lo = _mm256_maddubs_epi16(lo, load256(yq));
@@ -273,6 +274,12 @@ void dot_q45_K(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride
         }
     }
     for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
+}
+
+// 4 int16 shuffle indices selecting word w.
+inline int64_t q6_mask(int w) {
+    const int64_t v = (2 * w) | ((2 * w + 1) << 8);
+    return v | (v << 16) | (v << 32) | (v << 48);
 }
 
 template <int NT>
@@ -297,6 +304,9 @@ void dot_q6_K(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride,
             const __m256i off = _mm256_madd_epi16(load256(ys[t][b].bsums), sc16);
             sumi[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
         }
+        // per half: both 128-bit lanes holding that half's 8 scales
+        const __m256i sc_half[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
+                                    _mm256_permute2x128_si256(sc16, sc16, 0x11)};
         for (int half = 0; half < 2; ++half) {
             const uint8_t* ql = x[b].ql + 64 * half;
             const __m256i l0 = load256(ql);
@@ -313,9 +323,11 @@ void dot_q6_K(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride,
                                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), low2), 4));
             for (int k = 0; k < 4; ++k) {
                 // 16 int16 lanes: the first 8 pairs are group 2k, the next 8 group 2k+1
-                const int g = 8 * half + 2 * k;
-                const __m256i s = _mm256_set_m128i(_mm_set1_epi16(x[b].scales[g + 1]),
-                                                   _mm_set1_epi16(x[b].scales[g]));
+                // low lane: scale 2k of this half, high lane: scale 2k+1
+                const __m256i s = _mm256_shuffle_epi8(
+                    sc_half[half], _mm256_setr_epi64x(q6_mask(2 * k),
+                                                      q6_mask(2 * k), q6_mask(2 * k + 1),
+                                                      q6_mask(2 * k + 1)));
                 for (int t = 0; t < NT; ++t) {
                     const __m256i p =
                         _mm256_maddubs_epi16(q[k], load256(ys[t][b].qs + 128 * half + 32 * k));
