@@ -6,9 +6,9 @@ Why a generated table: the regex pre-tokenizers split on \\p{L}, \\p{N} and \\s,
 and to match llama.cpp token for token we must classify every code point the
 same way it does (one category flag per code point, White_Space from
 PropList.txt). llama.cpp's table is Unicode 15.x; run this with a Python whose
-unicodedata is 15.x (3.12 gives 15.0.0, 3.13 gives 15.1.0):
+unicodedata is 15.x (3.13 gives 15.1.0, which matches it; 3.12 gives 15.0.0):
 
-    PYENV_VERSION=3.12.1 python tools/gen_unicode_tables.py > src/io/unicode_tables_data.inc
+    PYENV_VERSION=3.13.0 python tools/gen_unicode_tables.py > src/io/unicode_tables_data.inc
 """
 import sys
 import unicodedata

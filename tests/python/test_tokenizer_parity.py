@@ -103,10 +103,26 @@ def corpus():
         "<|im_start|>", "<end_of_turn>", "'s", "'LL", "  ", "\n\n", "123",
     ]
     fuzz = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 40))) for _ in range(400)]
+    # Random code points from every plane, plus probes for characters new in
+    # Unicode 15.0/15.1 (llama.cpp's category table is 15.1).
+    def rand_cp():
+        r = rng.random()
+        if r < 0.3:
+            return rng.randint(0x20, 0x7E)
+        if r < 0.5:
+            return rng.randint(0x80, 0x2FFF)
+        if r < 0.7:
+            return rng.randint(0x3000, 0xFFFF)
+        return rng.randint(0x10000, 0x3FFFF)
+    wide = []
+    for _ in range(300):
+        cps = [rand_cp() for _ in range(rng.randint(1, 30))]
+        wide.append("".join(chr(c) for c in cps if not 0xD800 <= c < 0xE000))
+    wide += ["\U0002EBF0's", "\u2FFC's", "\U00031350's", "1\u0CF3 \u1B4C's", "\U0001F6DC\U00011F00"]
     para = ("The quick brown fox jumps over the lazy dog. 1234567890 — “quotes” and ‘apostrophes’.\n"
             "\tIndented line with tabs\tand\ttabs; café, naïve, 中文, 😀, don't, I'LL.\n")
     big = (para * (20480 // len(para) + 1))[:20480]
-    return base + fuzz + [big]
+    return base + fuzz + wide + [big]
 
 
 def items():
