@@ -197,7 +197,13 @@ def test_parity(model):
     bos_text = llm.detokenize([llama_cpp.llama_vocab_bos(vocab)], special=True).decode() if "gemma" in model else ""
     chats = [{"messages": m, "add_generation_prompt": g} for m in CHATS for g in (False, True)]
 
-    got = run_engine({"model": path, "items": its, "pieces": True, "chats": chats})
+    # Invalid UTF-8 (llama.cpp reads each bad byte as U+FFFD).
+    raw = [b"\xff", b"ab\xc3", b"\xe4\xb8 x", b"\x80\x80 y\xf0\x9f\x98", b"ok \xed\xa0\x80 z"]
+    # (llama.cpp itself aborts on 4-byte sequences above U+10FFFF, so none here.)
+    raw_items = [{"hex": r.hex(), "add_special": False, "parse_special": False} for r in raw]
+    got = run_engine({"model": path, "items": its + raw_items, "pieces": True, "chats": chats})
+    for r, ids in zip(raw, got["ids"][len(its):]):
+        assert llm.tokenize(r, add_bos=False, special=False) == ids, r
     assert got["n_vocab"] == n_vocab
 
     mismatches = []

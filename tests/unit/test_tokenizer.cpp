@@ -169,7 +169,7 @@ TEST(ChatTemplate, RealModels) {
 }
 
 // Driven by tests/python/test_tokenizer_parity.py. Input JSON:
-// {"model": path, "items": [{"text", "add_special", "parse_special"}],
+// {"model": path, "items": [{"text" or "hex", "add_special", "parse_special"}],
 //  "chats": [{"messages": [{"role","content"}], "add_generation_prompt"}], "pieces": bool}
 // Output: {"ids": [[...]], "pieces": [hex...], "eog": [...], "chat": [...], "n_vocab": n}
 TEST(TokenizerParity, Dump) {
@@ -184,7 +184,13 @@ TEST(TokenizerParity, Dump) {
     res["n_vocab"] = tok->n_vocab();
     res["ids"] = nlohmann::json::array();
     for (const auto& item : req.value("items", nlohmann::json::array())) {
-        res["ids"].push_back(tok->encode(item.at("text").get<std::string>(), item.at("add_special").get<bool>(),
+        std::string text = item.value("text", std::string());
+        if (item.contains("hex")) {  // raw bytes, e.g. invalid UTF-8
+            const std::string h = item.at("hex").get<std::string>();
+            text.clear();
+            for (size_t i = 0; i + 1 < h.size(); i += 2) text.push_back(char(std::stoi(h.substr(i, 2), nullptr, 16)));
+        }
+        res["ids"].push_back(tok->encode(text, item.at("add_special").get<bool>(),
                                          item.at("parse_special").get<bool>()));
     }
     if (req.value("pieces", false)) {
