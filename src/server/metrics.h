@@ -1,0 +1,65 @@
+// Server metrics in Prometheus text exposition format (GET /metrics).
+// Written by the HTTP threads (request outcomes) and the scheduler thread
+// (decode steps); one mutex is enough at these rates (a few updates per step).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace specdec::server {
+
+// Cumulative histogram with fixed upper bounds (seconds).
+class Histogram {
+public:
+    explicit Histogram(std::vector<double> bounds);
+    void observe(double v);
+    // Appends "<name>_bucket{le=..}", "_sum" and "_count" lines.
+    void render(std::string& out, const std::string& name, const std::string& help) const;
+    uint64_t count() const { return count_; }
+
+private:
+    std::vector<double> bounds_;
+    std::vector<uint64_t> counts_;  // per bucket, not cumulative; last is +Inf
+    double sum_ = 0;
+    uint64_t count_ = 0;
+};
+
+class Metrics {
+public:
+    using Clock = std::chrono::steady_clock;
+    Metrics();
+
+    // A finished HTTP request (any endpoint, any status).
+    void record_request(const std::string& endpoint, int status);
+    // A finished generation: end-to-end latency and time to first token.
+    void record_generation(double latency_s, double ttft_s, int prompt_tokens, int completion_tokens);
+    // One target forward that decoded `rows` sequences and committed `tokens`
+    // new tokens among them (AR: tokens == rows, so mean accept length is 1).
+    void record_decode_step(int rows, int tokens, double seconds);
+    void record_prefill(int tokens, double seconds);
+    void set_queue_depth(int waiting, int active);
+
+    // Prometheus text; `now` decides the tokens/s window.
+    std::string render() const;
+    uint64_t tokens_generated() const;
+
+private:
+    mutable std::mutex mu_;
+    std::map<std::pair<std::string, int>, uint64_t> requests_;
+    uint64_t tokens_generated_ = 0, prompt_tokens_ = 0, completions_ = 0;
+    uint64_t decode_steps_ = 0, decode_rows_ = 0, decode_tokens_ = 0;
+    double decode_seconds_ = 0, prefill_seconds_ = 0;
+    uint64_t prefill_tokens_ = 0;
+    int queue_depth_ = 0, active_ = 0;
+    // Recent decode steps (time, tokens) for a windowed tokens/s gauge.
+    std::deque<std::pair<Clock::time_point, int>> recent_;
+    Histogram latency_, ttft_, step_;
+};
+
+}  // namespace specdec::server
