@@ -171,7 +171,12 @@ void parse_spec(const json& body, const ServerInfo& info, SpecOptions& spec) {
                       "method_not_available");
         }
     }
-    spec.draft_k = (int)get_int(*s, "draft_k", 1, 64, 0);
+    try {
+        spec.draft_k = (int)get_int(*s, "draft_k", 1, 64, 0);
+    } catch (ApiError& e) {
+        e.param = "specdec.draft_k";  // name the field by its full path
+        throw;
+    }
 }
 
 // Parameters OpenAI defines that this server cannot honour: accepted only at
