@@ -1,0 +1,54 @@
+// Options of speculative decoding, as the CLI and the scheduler see them.
+#pragma once
+
+#include <string>
+
+#include "core/error.h"
+#include "spec/tree_tensors.h"
+
+namespace specdec::sched {
+
+enum class Method { AR, Chain, Tree, NGram };
+
+inline Method parse_method(const std::string& s) {
+    if (s == "ar") return Method::AR;
+    if (s == "chain") return Method::Chain;
+    if (s == "tree") return Method::Tree;
+    if (s == "ngram") return Method::NGram;
+    throw Error("unknown method '" + s + "' (expected ar, chain, tree or ngram)");
+}
+inline const char* method_name(Method m) {
+    switch (m) {
+        case Method::AR: return "ar";
+        case Method::Chain: return "chain";
+        case Method::Tree: return "tree";
+        case Method::NGram: return "ngram";
+    }
+    return "?";
+}
+inline const char* mode_name(spec::ExecMode m) { return m == spec::ExecMode::Reference ? "reference" : "performance"; }
+inline spec::ExecMode parse_mode(const std::string& s) {
+    if (s == "reference") return spec::ExecMode::Reference;
+    if (s == "performance") return spec::ExecMode::Performance;
+    throw Error("unknown mode '" + s + "' (expected reference or performance)");
+}
+
+struct SpecConfig {
+    Method method = Method::AR;
+    int draft_k = 5;          // chain length (chain and ngram)
+    int tree_topk = 4;
+    int tree_depth = 5;
+    int tree_budget = 16;     // nodes incl. the root
+    bool tree_sampled = false;  // sampling: draw tree children from q instead of top-k
+    int ngram_min = 1;
+    int ngram_max = 3;
+    spec::ExecMode mode = spec::ExecMode::Performance;
+    int draft_window = 0;     // 0: the draft sees the whole history
+    std::string vocab_subset_path;  // cached subset file (read if present, else built and written)
+    int vocab_subset_n = 0;         // 0: no subset
+    std::string vocab_corpus_path;  // JSONL prompts to count token frequencies (tools/prompts.py output)
+    std::string trace_path;   // "" = no trace
+    bool needs_draft() const { return method == Method::Chain || method == Method::Tree; }
+};
+
+}  // namespace specdec::sched

@@ -1,0 +1,103 @@
+// The synchronous speculative decoding loop, for a batch of sequences:
+//   propose (one tree per sequence) -> tensorize + check invariants ->
+//   ONE target forward holding every sequence's tree -> verify each ->
+//   commit each accepted path in the target cache -> emit tokens.
+// Sequence i of the batch lives in sequence slot i of the target cache (and of
+// the draft cache, when the proposer has one). With the NoProposer every tree
+// is just its root and the loop is plain AR decoding.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "core/rng.h"
+#include "kv/kv_cache.h"
+#include "model/transformer.h"
+#include "runtime/engine.h"
+#include "sample/sampler.h"
+#include "sched/spec_config.h"
+#include "spec/proposer.h"
+#include "spec/trace.h"
+#include "spec/tree_tensors.h"
+#include "spec/verifier.h"
+#include "spec/vocab_subset.h"
+
+namespace specdec::sched {
+
+struct TargetContext {
+    model::Transformer* model = nullptr;
+    kv::KvCache* cache = nullptr;
+    ThreadPool* pool = nullptr;
+    int prefill_chunk = 256;  // must match the AR baseline's for bit-identical first tokens
+};
+
+struct SpecStats {
+    int rounds = 0;            // target verify forwards (batched: one per round)
+    int seq_rounds = 0;        // sum over rounds of the sequences verified
+    int drafted = 0;           // draft nodes proposed (root excluded)
+    int accepted = 0;          // draft tokens accepted
+    int emitted = 0;           // tokens the rounds produced (accepted + bonus)
+    double prefill_s = 0;
+    double decode_s = 0;
+    double draft_s = 0, tree_s = 0, verify_s = 0, commit_s = 0;
+    // Tokens per target forward per sequence (tau); AR = 1.
+    double mean_accept_len() const { return seq_rounds ? (double)emitted / seq_rounds : 0.0; }
+};
+
+// Called for every generated token of sequence `i` (batch index); returns true
+// when that sequence must stop after this token.
+using OnToken = std::function<bool(int i, int32_t token)>;
+
+struct SchedulerOptions {
+    spec::ExecMode mode = spec::ExecMode::Performance;
+    int tree_budget = 0;      // invariant limit (0: none)
+    int tree_depth = 0;       // invariant limit (0: none)
+    bool distinct_siblings = false;  // deterministic proposers: siblings must differ
+};
+
+class SyncScheduler {
+public:
+    SyncScheduler(const TargetContext& target, spec::Proposer& proposer, const sample::SamplingParams& params,
+                  const SchedulerOptions& opts, spec::TraceWriter* trace = nullptr);
+
+    // Prefills each prompt into its own sequence, then decodes until every
+    // sequence has stopped (on_token) or produced max_new tokens.
+    void run(const std::vector<std::vector<int32_t>>& prompts, const std::vector<int>& max_new,
+             const OnToken& on_token, SpecStats& stats);
+
+private:
+    const float* prefill(int seq, const std::vector<int32_t>& tokens);
+
+    TargetContext tgt_;
+    spec::Proposer& proposer_;
+    sample::SamplingParams params_;
+    SchedulerOptions opts_;
+    spec::TraceWriter* trace_;
+    spec::Verifier verifier_;
+    model::ForwardBatch batch_;
+    model::ForwardResult result_;
+};
+
+// Engine-level speculative generation with the same request, stop rules and
+// result as runtime::generate_ar. `draft` is required for chain and tree.
+runtime::GenerateResult generate_speculative(runtime::Engine& target, runtime::Engine* draft,
+                                             const runtime::GenerateRequest& req, const SpecConfig& cfg,
+                                             SpecStats* stats = nullptr, const runtime::TokenCallback& on_text = {});
+
+// Several requests decoded together (one target forward per round for all).
+std::vector<runtime::GenerateResult> generate_speculative_batch(runtime::Engine& target, runtime::Engine* draft,
+                                                                const std::vector<runtime::GenerateRequest>& reqs,
+                                                                const SpecConfig& cfg, SpecStats* stats = nullptr);
+
+// The proposer a config asks for, with what it borrows (a vocabulary subset).
+struct ProposerBundle {
+    std::unique_ptr<spec::VocabSubset> subset;
+    std::unique_ptr<spec::Proposer> proposer;
+};
+// Chain and tree need the draft engine; its cache must hold as many sequences
+// as the batch. The draft runs on the target's thread pool (never concurrently).
+ProposerBundle make_proposer(const SpecConfig& cfg, runtime::Engine& target, runtime::Engine* draft,
+                             const sample::SamplingParams& params);
+
+}  // namespace specdec::sched

@@ -1,0 +1,106 @@
+// Proposer backed by a separate (small) draft model with its own KV cache.
+//
+// Chain: K tokens, one draft forward per token, each draft committed into the
+// draft's cache as it is made (a chain needs no branching); the next round
+// rolls the cache back to the longest prefix the target agreed with.
+// Tree (EAGLE-2 dynamic tree): level 1 = top-k children of the root; then per
+// depth one draft forward over the frontier (all sequences' frontiers in one
+// batch, each node seeing only its ancestors), top-k children of each frontier
+// node scored by cumulative log q, next frontier = best k of the k*k new nodes;
+// finally rerank all candidates to the best budget-1 (parents before children).
+// Tree nodes are never committed in the draft cache: each level re-feeds the
+// frontier's ancestor paths, which keeps branches invisible to each other.
+//
+// The draft cache always ends a propose() holding a prefix of the sequence's
+// history up to and including the root (plus chain drafts), so it follows the
+// same commit rules as the target's.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "kv/kv_cache.h"
+#include "model/forward_batch.h"
+#include "model/transformer.h"
+#include "sample/sampler.h"
+#include "spec/proposer.h"
+#include "spec/vocab_subset.h"
+
+namespace specdec {
+class ThreadPool;
+}
+
+namespace specdec::spec {
+
+enum class DraftShape { Chain, Tree };
+
+struct DraftModelOptions {
+    DraftShape shape = DraftShape::Chain;
+    int chain_k = 5;        // chain length
+    int tree_topk = 4;      // children per expanded node and frontier width
+    int tree_depth = 5;     // max draft depth
+    int tree_budget = 16;   // max nodes incl. the root
+    // Under sampling: draw children from q (verified by recursive rejection)
+    // instead of taking the top-k (verified as sampling without replacement).
+    // Sampled trees keep every drawn child (pruning by value would bias them),
+    // so the budget is filled by whole sibling groups.
+    bool sampled = false;
+    int target_n_vocab = 0;     // drafts are target ids below this
+    int window = 0;             // >0: the draft sees at most this many recent tokens
+    int prefill_chunk = 256;    // rows per forward when catching up on a long history
+    sample::SamplingParams params;  // the request's processors; q uses the same
+    const VocabSubset* subset = nullptr;  // restrict drafts to a vocabulary subset
+};
+
+class DraftModelProposer final : public Proposer {
+public:
+    DraftModelProposer(model::Transformer& model, kv::KvCache& cache, ThreadPool& pool,
+                       const DraftModelOptions& opts);
+    void begin(int seq) override;
+    void propose(std::span<const ProposeInput> in, std::span<DraftTree> out, Rng& rng) override;
+    double last_forward_s() const override { return forward_s_; }
+
+private:
+    struct Cand {
+        int32_t token = 0;
+        int parent = -1;    // candidate index; -1: the root
+        float score = 0;    // cumulative log q
+        int depth = 1;
+        int q_row = -1;     // sampled drafts: row in the tree's q pool
+    };
+    struct Work {
+        int seq = 0;
+        std::span<const int32_t> hist;  // windowed history; back() = root
+        int cap = 1;                    // max nodes incl. root
+        DraftTree* out = nullptr;
+        std::vector<Cand> cands;
+        std::vector<int> frontier;      // candidate ids to expand next (-1: root)
+        std::vector<int> row_of;        // (cands) batch row in the current forward, -1 if absent
+        int root_row = -1;
+    };
+
+    void sync_caches(std::vector<Work>& work);
+    void forward();
+    // Draft distribution q (target vocab width) for the logits of a batch row.
+    void draft_dist(int result_row, const Work& w, int node, std::vector<float>& q);
+    void expand(Work& w, int node, const std::vector<float>& q, Rng& rng);
+    void propose_chain(std::vector<Work>& work, Rng& rng);
+    void propose_tree(std::vector<Work>& work, Rng& rng);
+    void finish_tree(Work& w);
+    std::vector<int32_t> node_history(const Work& w, int node) const;
+
+    model::Transformer& model_;
+    kv::KvCache& cache_;
+    ThreadPool& pool_;
+    DraftModelOptions opts_;
+    bool deterministic_;   // drafts are fixed choices (greedy or top-k) rather than samples
+    std::vector<std::vector<int32_t>> known_;  // (n_seq) tokens committed in the draft cache
+    std::vector<int> wstart_;                  // (n_seq) history index of the draft's position 0
+    model::ForwardBatch batch_;
+    model::ForwardResult result_;
+    std::vector<float> row_;    // (draft n_vocab) masked logits
+    std::vector<float> q_;      // (draft n_vocab)
+    double forward_s_ = 0;
+};
+
+}  // namespace specdec::spec

@@ -1,0 +1,40 @@
+// The proposer interface: given each sequence's history, produce one draft
+// tree per sequence. Proposers are interchangeable; the scheduler, the tree
+// tensors and the verifier do not know which one made a tree.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/rng.h"
+#include "spec/draft_tree.h"
+
+namespace specdec::spec {
+
+struct ProposeInput {
+    int seq = 0;                          // sequence id (same id in target and draft caches)
+    std::span<const int32_t> history;     // prompt + generated; history.back() is the root
+    int max_nodes = 1;                    // cap on tree size incl. the root (context room, tokens left)
+};
+
+class Proposer {
+public:
+    virtual ~Proposer() = default;
+    // A sequence starts (or restarts) with an empty state.
+    virtual void begin(int seq) {}
+    // One tree per input, out[i] for in[i]. Random choices draw from rng.
+    virtual void propose(std::span<const ProposeInput> in, std::span<DraftTree> out, Rng& rng) = 0;
+    // Seconds spent in draft-model forwards during the last propose (0 if none).
+    virtual double last_forward_s() const { return 0.0; }
+};
+
+// Plain AR: the tree is only its root.
+class NoProposer final : public Proposer {
+public:
+    void propose(std::span<const ProposeInput> in, std::span<DraftTree> out, Rng&) override {
+        for (size_t i = 0; i < in.size(); ++i) out[i].reset(in[i].history.back());
+    }
+};
+
+}  // namespace specdec::spec

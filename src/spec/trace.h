@@ -1,0 +1,42 @@
+// Structured traces of speculative decoding: one JSON object per line. The
+// first line is a run header (seed, configuration, model hashes), then one line
+// per sequence per round: the draft tree (tokens, parents), the accepted path,
+// the bonus token and the time each stage took. Reference mode adds the
+// accelerator tables (depths, positions, ancestor and path tables).
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "spec/draft_tree.h"
+#include "spec/tree_tensors.h"
+#include "spec/verifier.h"
+
+namespace specdec::spec {
+
+struct RoundTimes {
+    double draft_s = 0;    // proposer (draft forwards included)
+    double tree_s = 0;     // tensors, invariants, batch/mask build
+    double verify_s = 0;   // target forward + verifier
+    double commit_s = 0;   // KV commit and bookkeeping
+};
+
+class TraceWriter {
+public:
+    // Opens (truncates) the file; throws specdec::Error if it cannot.
+    explicit TraceWriter(const std::string& path);
+    void header(const nlohmann::json& run);
+    void round(int seq, int round, const TreeTensors& tree, const VerifyResult& v, const RoundTimes& t,
+               bool full_tables);
+
+private:
+    std::ofstream out_;
+};
+
+// A content hash of a file (64-bit, hex), to pin which model a trace came from.
+std::string file_hash(const std::string& path);
+
+}  // namespace specdec::spec
