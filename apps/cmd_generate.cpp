@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "runtime/engine.h"
 #include "runtime/model_locator.h"
+#include "sched/sync_scheduler.h"
 
 namespace specdec::cli {
 
@@ -37,6 +38,28 @@ int cmd_generate(int argc, char** argv) {
     app.add_option("-t,--threads", eopts.n_threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
     app.add_option("-c,--ctx", eopts.n_ctx, "context size in tokens (0 = min(model, 4096))")->check(CLI::NonNegativeNumber);
     app.add_flag("--json", json, "print one JSON object instead of streaming text");
+    // Speculative decoding.
+    sched::SpecConfig spec;
+    std::string method = "ar", draft_model, mode = "performance";
+    app.add_option("--method", method, "decoding method: ar, chain, tree, ngram")
+        ->check(CLI::IsMember({"ar", "chain", "tree", "ngram"}));
+    app.add_option("-d,--draft", draft_model, "draft model (GGUF file or manifest name) for chain and tree");
+    app.add_option("--draft-k", spec.draft_k, "draft chain length (chain, ngram)")->check(CLI::Range(1, 64));
+    app.add_option("--tree-topk", spec.tree_topk, "tree: children per node and frontier width")->check(CLI::Range(1, 32));
+    app.add_option("--tree-depth", spec.tree_depth, "tree: max draft depth")->check(CLI::Range(1, 64));
+    app.add_option("--tree-budget", spec.tree_budget, "tree: max nodes incl. the root")->check(CLI::Range(2, 512));
+    app.add_flag("--tree-sampled", spec.tree_sampled, "tree under sampling: draw children from the draft distribution");
+    app.add_option("--ngram-min", spec.ngram_min, "ngram: shortest suffix to match")->check(CLI::Range(1, 16));
+    app.add_option("--ngram-max", spec.ngram_max, "ngram: longest suffix to match")->check(CLI::Range(1, 16));
+    app.add_option("--mode", mode, "reference (every invariant, full traces) or performance (cheap checks)")
+        ->check(CLI::IsMember({"reference", "performance"}));
+    app.add_option("--draft-window", spec.draft_window, "draft sees at most this many recent tokens (0 = all)")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--vocab-subset", spec.vocab_subset_n, "draft proposes only the N most frequent target tokens")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--vocab-subset-file", spec.vocab_subset_path, "cached vocabulary subset (built if missing)");
+    app.add_option("--vocab-corpus", spec.vocab_corpus_path, "JSONL corpus to count token frequencies");
+    app.add_option("--trace", spec.trace_path, "write one JSON line per round to FILE");
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -57,7 +80,18 @@ int cmd_generate(int argc, char** argv) {
         req.prompt = prompt;
     }
     eopts.model_path = runtime::resolve_model(model);
+    spec.method = sched::parse_method(method);
+    spec.mode = sched::parse_mode(mode);
+    SPECDEC_CHECK(!spec.needs_draft() || !draft_model.empty(), "--method ", method, " needs a draft model (-d DRAFT)");
     auto engine = runtime::Engine::load(eopts);
+    std::unique_ptr<runtime::Engine> draft;
+    if (spec.needs_draft()) {
+        runtime::EngineOptions dopts = eopts;
+        dopts.model_path = runtime::resolve_model(draft_model);
+        dopts.n_ctx = engine->n_ctx();
+        dopts.n_threads = 1;  // the draft runs on the target's pool; its own stays idle
+        draft = runtime::Engine::load(dopts);
+    }
 
     runtime::TokenCallback stream;
     if (!json) {
@@ -67,7 +101,11 @@ int cmd_generate(int argc, char** argv) {
             return true;
         };
     }
-    const runtime::GenerateResult r = runtime::generate_ar(*engine, req, stream);
+    sched::SpecStats st;
+    const bool speculative = spec.method != sched::Method::AR || !spec.trace_path.empty();
+    const runtime::GenerateResult r = speculative
+                                          ? sched::generate_speculative(*engine, draft.get(), req, spec, &st, stream)
+                                          : runtime::generate_ar(*engine, req, stream);
     if (json) {
         nlohmann::json j;
         j["text"] = r.text;
@@ -79,7 +117,22 @@ int cmd_generate(int argc, char** argv) {
         j["decode_tok_s"] = r.decode_tok_s();
         j["prefill_tok_s"] = r.prefill_s > 0 ? r.n_prompt / r.prefill_s : 0.0;
         j["finish_reason"] = r.finish_reason;
-        j["method"] = "ar";
+        j["method"] = method;
+        if (speculative) {
+            j["mode"] = mode;
+            j["rounds"] = st.rounds;
+            j["mean_accept_len"] = st.mean_accept_len();
+            j["drafted"] = st.drafted;
+            j["accepted"] = st.accepted;
+            j["draft_s"] = st.draft_s;
+            j["tree_s"] = st.tree_s;
+            j["verify_s"] = st.verify_s;
+            j["commit_s"] = st.commit_s;
+            if (draft) j["draft_model"] = draft->options().model_path;
+        } else {
+            j["rounds"] = r.n_generated > 0 ? r.n_generated - 1 : 0;
+            j["mean_accept_len"] = 1.0;
+        }
         j["model"] = eopts.model_path;
         j["threads"] = engine->pool().size();
         j["seed"] = req.sampling.seed;
