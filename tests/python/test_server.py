@@ -1,0 +1,399 @@
+"""End-to-end tests of `specdec serve` (OpenAI-compatible server, continuous batching).
+
+Starts the server binary ($SPECDEC_BIN, default build/release/specdec) on a free
+loopback port with the default (CI) model, talks to it with the official
+`openai` client and with raw http.client/sockets for malformed input, and
+always kills it at the end. Every network call has a timeout.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import statistics
+import subprocess
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from conftest import DEFAULT_MODEL, REPO_ROOT, model_path
+
+openai = pytest.importorskip("openai")
+
+BIN = Path(os.environ.get("SPECDEC_BIN", REPO_ROOT / "build" / "release" / "specdec"))
+KEY = "test-key-123"
+CTX = 512
+TIMEOUT = 120
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, *extra: str, api_key: str | None = KEY):
+        if not BIN.exists():
+            pytest.fail(f"server binary {BIN} missing (build it or set SPECDEC_BIN)", pytrace=False)
+        self.port = free_port()
+        self.key = api_key
+        args = [str(BIN), "serve", "-m", str(model_path(DEFAULT_MODEL)), "--host", "127.0.0.1",
+                "--port", str(self.port), "--ctx", str(CTX), "--threads", "2", *extra]
+        if api_key:
+            args += ["--api-key", api_key]
+        env = dict(os.environ)
+        env.pop("SPECDEC_API_KEY", None)
+        self.log = open(f"/tmp/specdec_serve_{self.port}.log", "w+")
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                self.log.seek(0)
+                pytest.fail(f"server exited early:\n{self.log.read()}", pytrace=False)
+            try:
+                status, _ = self.request("GET", "/health", timeout=2)
+                if status == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        pytest.fail("server did not become healthy within 60 s", pytrace=False)
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def client(self, **kw) -> "openai.OpenAI":
+        return openai.OpenAI(base_url=self.base, api_key=self.key or "none", timeout=TIMEOUT, max_retries=0, **kw)
+
+    def request(self, method: str, path: str, body: bytes | str | None = None, headers: dict | None = None,
+                timeout: float = 30, auth: bool = True) -> tuple[int, bytes]:
+        h = {"Content-Type": "application/json"}
+        if auth and self.key:
+            h["Authorization"] = f"Bearer {self.key}"
+        h.update(headers or {})
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            conn.request(method, path, body=body, headers=h)
+            r = conn.getresponse()
+            return r.status, r.read()
+        finally:
+            conn.close()
+
+    def health(self) -> dict:
+        status, body = self.request("GET", "/health", timeout=5)
+        assert status == 200
+        return json.loads(body)
+
+    def metrics(self) -> str:
+        status, body = self.request("GET", "/metrics", timeout=5)
+        assert status == 200
+        return body.decode()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = Server("--max-batch", "8", "--max-queue", "16")
+    try:
+        yield s
+    finally:
+        s.stop()
+    assert s.proc.returncode is not None
+
+
+def generate_ref(prompt: str, n: int, chat: bool) -> dict:
+    args = [str(BIN), "generate", "-m", str(model_path(DEFAULT_MODEL)), "-p", prompt, "-n", str(n), "--json",
+            "--threads", "2", "--ctx", str(CTX)]
+    if chat:
+        args.append("--chat")
+    out = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+MODEL = DEFAULT_MODEL
+
+
+# --- OpenAI client: chat and completions, streaming and not ----------------------
+
+def test_models_and_health(server):
+    assert server.health()["status"] == "ok"
+    ids = [m.id for m in server.client().models.list()]
+    assert ids == [MODEL]
+
+
+def test_chat_matches_generate(server):
+    prompt = "What is the capital of France?"
+    ref = generate_ref(prompt, 24, chat=True)
+    r = server.client().chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": prompt}], max_tokens=24, temperature=0)
+    assert r.object == "chat.completion"
+    assert r.choices[0].message.role == "assistant"
+    assert r.choices[0].message.content == ref["text"]
+    assert r.choices[0].finish_reason == ref["finish_reason"]
+    assert r.usage.prompt_tokens == ref["n_prompt"]
+    assert r.usage.completion_tokens == ref["n_generated"]
+    assert r.usage.total_tokens == ref["n_prompt"] + ref["n_generated"]
+
+
+def test_completion_matches_generate(server):
+    prompt = "The quick brown fox"
+    ref = generate_ref(prompt, 20, chat=False)
+    r = server.client().completions.create(model=MODEL, prompt=prompt, max_tokens=20, temperature=0)
+    assert r.object == "text_completion"
+    assert r.choices[0].text == ref["text"]
+    assert r.usage.completion_tokens == ref["n_generated"]
+
+
+def stream_chat(client, content: str, max_tokens: int, **kw) -> tuple[str, str | None, object]:
+    text, finish, usage = [], None, None
+    s = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": content}],
+                                       max_tokens=max_tokens, temperature=0, stream=True,
+                                       stream_options={"include_usage": True}, **kw)
+    for ch in s:
+        if ch.usage:
+            usage = ch.usage
+        for c in ch.choices:
+            text.append(c.delta.content or "")
+            finish = c.finish_reason or finish
+    return "".join(text), finish, usage
+
+
+def test_streaming_equals_non_streaming(server):
+    c = server.client()
+    content = "Write a haiku about the sea."
+    full = c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": content}],
+                                     max_tokens=30, temperature=0)
+    text, finish, usage = stream_chat(c, content, 30)
+    assert text == full.choices[0].message.content
+    assert finish == full.choices[0].finish_reason
+    assert usage.completion_tokens == full.usage.completion_tokens
+
+    pieces = [ch.choices[0].text for ch in c.completions.create(
+        model=MODEL, prompt="One, two, three,", max_tokens=12, temperature=0, stream=True) if ch.choices]
+    ref = c.completions.create(model=MODEL, prompt="One, two, three,", max_tokens=12, temperature=0)
+    assert "".join(pieces) == ref.choices[0].text
+
+
+def test_stop_strings_and_seeded_sampling(server):
+    c = server.client()
+    ref = generate_ref("Count: 1, 2, 3,", 30, chat=False)
+    cut = ref["text"][: max(1, len(ref["text"]) // 2)][-2:]
+    r = c.completions.create(model=MODEL, prompt="Count: 1, 2, 3,", max_tokens=30, temperature=0, stop=[cut])
+    assert r.choices[0].finish_reason == "stop"
+    assert cut not in r.choices[0].text
+    assert ref["text"].startswith(r.choices[0].text)
+    # Same seed, same sample; the request's own Rng is independent of others.
+    a = c.completions.create(model=MODEL, prompt="Once upon a time", max_tokens=16, temperature=0.9, seed=7)
+    b = c.completions.create(model=MODEL, prompt="Once upon a time", max_tokens=16, temperature=0.9, seed=7)
+    assert a.choices[0].text == b.choices[0].text
+
+
+def test_specdec_extension(server):
+    c = server.client()
+    r = c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], max_tokens=4,
+                                  temperature=0, extra_body={"specdec": {"method": "ar"}})
+    assert r.choices[0].message.content
+    with pytest.raises(openai.BadRequestError) as e:
+        c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], max_tokens=4,
+                                  extra_body={"specdec": {"method": "chain", "draft_k": 4}})
+    assert "method chain not available" in e.value.body["message"]
+
+
+# --- load: N concurrent streaming clients ------------------------------------------
+
+PROMPTS = [f"Tell me a short fact about the number {i}." for i in range(8)]
+
+
+def test_concurrent_streaming_load(server):
+    c = server.client()
+    n_tok = 32
+    # References, one at a time (identical to `specdec generate`, checked above).
+    refs = [c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": p}],
+                                      max_tokens=n_tok, temperature=0) for p in PROMPTS]
+    # Single-stream throughput.
+    t0 = time.perf_counter()
+    single_text, _, single_usage = stream_chat(c, PROMPTS[0], n_tok)
+    single_s = time.perf_counter() - t0
+    assert single_text == refs[0].choices[0].message.content
+
+    def one(i: int):
+        t = time.perf_counter()
+        text, finish, usage = stream_chat(server.client(), PROMPTS[i], n_tok)
+        return i, text, finish, usage, time.perf_counter() - t
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(len(PROMPTS)) as ex:
+        results = list(ex.map(one, range(len(PROMPTS)), timeout=TIMEOUT * 2))
+    wall = time.perf_counter() - t0
+    lat = sorted(r[4] for r in results)
+    total_tokens = sum(r[3].completion_tokens for r in results)
+    for i, text, finish, usage, _ in results:
+        assert text == refs[i].choices[0].message.content, f"client {i} got different text under batching"
+        assert finish == refs[i].choices[0].finish_reason
+    p99 = lat[min(len(lat) - 1, int(round(0.99 * (len(lat) - 1))))]
+    print(f"\n[load] N={len(PROMPTS)} streaming clients, {n_tok} max tokens each: "
+          f"p50 {statistics.median(lat):.2f} s, p99 {p99:.2f} s, total {total_tokens / wall:.1f} tok/s "
+          f"(wall {wall:.2f} s); single stream {single_usage.completion_tokens / single_s:.1f} tok/s")
+    m = server.metrics()
+    assert "specdec_mean_batch_size" in m and "specdec_request_latency_seconds_bucket" in m
+
+
+def test_disconnect_mid_stream_does_not_disturb_others(server):
+    c = server.client()
+    refs = [c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": p}],
+                                      max_tokens=24, temperature=0).choices[0].message.content for p in PROMPTS[:3]]
+
+    def quitter():
+        # Raw socket: read the first few SSE chunks of a long generation, then vanish.
+        body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "Tell me a long story."}],
+                           "max_tokens": 400, "temperature": 0, "stream": True})
+        s = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+        s.sendall((f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+                   f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}").encode())
+        got = b""
+        while got.count(b"data: ") < 4:
+            chunk = s.recv(4096)
+            assert chunk
+            got += chunk
+        s.close()
+        return got
+
+    with ThreadPoolExecutor(4) as ex:
+        q = ex.submit(quitter)
+        futs = [ex.submit(stream_chat, server.client(), p, 24) for p in PROMPTS[:3]]
+        assert b"200 OK" in q.result(timeout=TIMEOUT)
+        for f, ref in zip(futs, refs):
+            assert f.result(timeout=TIMEOUT)[0] == ref
+    # The abandoned sequence is freed: nothing active for long, 499 recorded.
+    deadline = time.time() + 20
+    while time.time() < deadline and "specdec_active_sequences 0" not in server.metrics():
+        time.sleep(0.2)
+    m = server.metrics()
+    assert "specdec_active_sequences 0" in m
+    assert 'status="499"' in m
+    assert server.health()["status"] == "ok"
+
+
+# --- malformed input on every endpoint ----------------------------------------------
+
+def error_of(status_body: tuple[int, bytes]) -> tuple[int, dict]:
+    status, body = status_body
+    err = json.loads(body)["error"]
+    assert set(err) == {"message", "type", "param", "code"}
+    return status, err
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions"])
+def test_malformed_bodies(server, path):
+    chat = path.endswith("chat/completions")
+    good = ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}]} if chat
+            else {"model": MODEL, "prompt": "hi"})
+    for raw in [b"", b"{", b"not json", b"[]", b"null", b"\xff\xfe", b'{"a":' + b"[" * 5000]:
+        st, err = error_of(server.request("POST", path, raw))
+        assert st == 400, raw
+    bad_fields = [
+        {"max_tokens": "ten"}, {"max_tokens": 0}, {"max_tokens": -1}, {"max_tokens": 1.5},
+        {"temperature": "hot"}, {"temperature": -1}, {"top_p": 2}, {"seed": "x"}, {"stop": 5},
+        {"stop": ["ok", 1]}, {"stream": "yes"}, {"n": 3}, {"model": 12}, {"specdec": "chain"},
+        {"specdec": {"method": "tree"}}, {"specdec": {"draft_k": -1}},
+        {"messages": "hi"} if chat else {"prompt": 42},
+        {"messages": [{"role": "user", "content": {"x": 1}}]} if chat else {"prompt": [1, 2, 3]},
+    ]
+    for extra in bad_fields:
+        st, err = error_of(server.request("POST", path, json.dumps({**good, **extra})))
+        assert st == 400, extra
+        assert err["type"] == "invalid_request_error"
+    st, err = error_of(server.request("POST", path, json.dumps({**good, "model": "gpt-4"})))
+    assert st == 400 and err["code"] == "model_not_found"
+    long_prompt = "hello " * (CTX * 2)
+    body = ({**good, "messages": [{"role": "user", "content": long_prompt}]} if chat else {**good, "prompt": long_prompt})
+    st, err = error_of(server.request("POST", path, json.dumps(body)))
+    assert st == 400 and err["code"] == "context_length_exceeded"
+    st, _ = error_of(server.request("GET", path))
+    assert st == 405
+    # Still serving.
+    assert server.request("POST", path, json.dumps({**good, "max_tokens": 2}))[0] == 200
+
+
+@pytest.mark.parametrize("method,path", [("GET", "/health"), ("GET", "/v1/models"), ("GET", "/metrics"),
+                                         ("POST", "/v1/chat/completions"), ("POST", "/v1/completions"),
+                                         ("GET", "/nope")])
+def test_api_key_required(server, method, path):
+    for headers in [{}, {"Authorization": "Bearer wrong"}, {"Authorization": KEY}]:
+        st, err = error_of(server.request(method, path, "{}" if method == "POST" else None, headers=headers,
+                                          auth=False if not headers else True))
+        assert st == 401, headers
+        assert err["type"] == "authentication_error"
+
+
+def test_openai_client_errors(server):
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=server.base, api_key="wrong", timeout=30, max_retries=0).models.list()
+    with pytest.raises(openai.BadRequestError):
+        server.client().chat.completions.create(model="unknown-model", messages=[{"role": "user", "content": "x"}])
+    with pytest.raises(openai.NotFoundError):
+        server.client().get("/nonexistent", cast_to=object)
+
+
+def test_garbage_http_does_not_crash(server):
+    for raw in [b"GARBAGE\r\n\r\n", b"GET\r\n\r\n", b"POST /v1/completions HTTP/1.1\r\nContent-Length: x\r\n\r\n",
+                b"POST /v1/completions HTTP/1.1\r\nContent-Length: 999999999999\r\n\r\n",
+                b"GET / HTTP/1.1\r\n" + b"X: " + b"a" * 70000 + b"\r\n\r\n",
+                b"POST /v1/completions HTTP/1.1\r\nContent-Length: 100\r\n\r\n{\"pro"]:  # then hang up
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+            try:
+                s.sendall(raw)
+                s.shutdown(socket.SHUT_WR)
+                s.recv(4096)
+            except OSError:
+                pass
+    assert server.health()["status"] == "ok"
+
+
+def test_queue_full_gives_429():
+    s = Server("--max-batch", "1", "--max-queue", "1", api_key=None)
+    try:
+        c = s.client()
+        started = threading.Event()
+
+        def long_stream():
+            st = c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Tell a long story."}],
+                                           max_tokens=200, temperature=0, stream=True)
+            for _ in st:
+                started.set()
+            return True
+
+        with ThreadPoolExecutor(2) as ex:
+            first = ex.submit(long_stream)
+            assert started.wait(60)
+            second = ex.submit(lambda: c.completions.create(model=MODEL, prompt="x", max_tokens=4))
+            deadline = time.time() + 30
+            while s.health()["queue_depth"] < 1 and time.time() < deadline:
+                time.sleep(0.05)
+            assert s.health()["queue_depth"] == 1
+            st, err = error_of(s.request("POST", "/v1/completions", json.dumps({"prompt": "x", "max_tokens": 2})))
+            assert st == 429
+            assert err["code"] == "queue_full"
+            with pytest.raises(openai.RateLimitError):
+                c.completions.create(model=MODEL, prompt="x", max_tokens=4)
+            assert first.result(timeout=TIMEOUT) and second.result(timeout=TIMEOUT).choices[0].text is not None
+        assert 'status="429"' in s.metrics()
+    finally:
+        s.stop()
