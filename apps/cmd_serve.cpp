@@ -174,13 +174,13 @@ private:
         std::string text;
         while (true) {
             auto ev = ch.pop(std::chrono::milliseconds(100));
-            if (!ev) {
-                if (res.peer_closed()) {
-                    ch.cancel();
-                    return 499;  // nginx's "client closed request"
-                }
-                continue;
+            // Checked on every event too: text keeps arriving, so a timeout
+            // alone would never notice a client that gave up.
+            if ((!ev || ev->kind == JobEvent::Text) && res.peer_closed()) {
+                ch.cancel();
+                return 499;  // nginx's "client closed request"
             }
+            if (!ev) continue;
             if (ev->kind == JobEvent::Text) {
                 text += ev->text;
                 continue;

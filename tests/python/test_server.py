@@ -397,3 +397,16 @@ def test_queue_full_gives_429():
         assert 'status="429"' in s.metrics()
     finally:
         s.stop()
+
+
+def test_non_streaming_client_that_gives_up_is_cancelled(server):
+    before = server.metrics().count('status="499"')
+    body = json.dumps({"model": MODEL, "prompt": "Tell a long story.", "max_tokens": 400, "temperature": 0})
+    with pytest.raises(TimeoutError):
+        server.request("POST", "/v1/completions", body, timeout=1.0)
+    deadline = time.time() + 20
+    while time.time() < deadline and "specdec_active_sequences 0" not in server.metrics():
+        time.sleep(0.2)
+    m = server.metrics()
+    assert "specdec_active_sequences 0" in m
+    assert 'endpoint="/v1/completions",status="499"' in m or m.count('status="499"') > before
