@@ -1,9 +1,177 @@
-// specdec bench: placeholder until its implementation lands (owned by the bench work).
+// specdec bench: llama-bench-style sweeps of decoding methods over prompt sets
+// (issue #7), and an AR micro-benchmark of prefill, decode and N-row forwards
+// (issue #4), with the llama.cpp baseline and plots.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include "bench/ar_microbench.h"
+#include "bench/bench_options.h"
+#include "bench/bench_report.h"
+#include "bench/bench_runner.h"
+#include "bench/prompt_set.h"
+#include "bench/sys_info.h"
 #include "cli_commands.h"
 #include "core/error.h"
+#include "runtime/model_locator.h"
 
 namespace specdec::cli {
 
-int cmd_bench(int, char**) { throw Error("'specdec bench' is not available in this build yet"); }
+int cmd_bench(int argc, char** argv) {
+    using namespace specdec::bench;
+    CLI::App app{"Benchmark decoding methods (llama-bench style sweeps) or the AR forward pass", "specdec bench"};
+    BenchOptions o;
+    std::string methods = "ar", budgets = "16", depths = "5", topks = "4", ks = "5", batches = "1", temps = "0",
+                threads = "0", sets, fwd;
+    app.add_option("-m,--model", o.target, "target GGUF file or manifest name (default: the manifest's default)");
+    app.add_option("-d,--draft", o.draft, "draft model for chain and tree");
+    app.add_option("--method", methods, "comma-separated methods: ar,chain,tree,ngram,ssd");
+    app.add_option("--tree-budget", budgets, "tree: node budgets incl. the root (comma-separated)");
+    app.add_option("--tree-depth", depths, "tree: max depths (comma-separated)");
+    app.add_option("--tree-topk", topks, "tree: children per node (comma-separated)");
+    app.add_option("--draft-k", ks, "chain/ngram: draft lengths (comma-separated)");
+    app.add_option("--batch", batches, "sequences decoded together (comma-separated)");
+    app.add_option("--temp", temps, "temperatures (comma-separated; 0 = greedy)");
+    app.add_option("-t,--threads", threads, "thread counts (comma-separated; 0 = all cores)");
+    app.add_option("--warmup", o.warmup, "unrecorded runs per configuration")->check(CLI::NonNegativeNumber);
+    app.add_option("--reps", o.reps, "repetitions per turn (median time kept)")->check(CLI::PositiveNumber);
+    app.add_option("--prompts", o.prompts_file, "JSONL prompts: {\"id\",\"set\",\"turns\":[...]} per line")
+        ->check(CLI::ExistingFile);
+    app.add_option("--set", sets, "prompt sets built by tools/prompts.py: humaneval, sharegpt (comma-separated)");
+    app.add_option("--limit", o.limit, "conversations per prompt file/set (0 = all)")->check(CLI::NonNegativeNumber);
+    app.add_option("--max-turns", o.max_turns, "turns per conversation (0 = all)")->check(CLI::NonNegativeNumber);
+    app.add_flag("--chat", o.chat, "render turns with the model's chat template (earlier answers as assistant turns)");
+    app.add_option("--system", o.system, "system message (with --chat)");
+    app.add_option("-n,--n-predict", o.n_predict, "max new tokens per turn")->check(CLI::Range(1, 1 << 20));
+    app.add_flag("--ignore-eos", o.ignore_eos, "always generate -n tokens");
+    app.add_option("--max-prompt-tokens", o.max_prompt_tokens, "skip turns with longer prompts (0 = what fits)")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("-c,--ctx", o.n_ctx, "context size per sequence")->check(CLI::Range(64, 1 << 20));
+    app.add_option("--seed", o.seed, "sampling seed");
+    app.add_option("--ngram-min", o.ngram_min, "ngram: shortest suffix to match")->check(CLI::Range(1, 16));
+    app.add_option("--ngram-max", o.ngram_max, "ngram: longest suffix to match")->check(CLI::Range(1, 16));
+    app.add_option("--mode", o.mode, "speculative mode: performance or reference")
+        ->check(CLI::IsMember({"reference", "performance"}));
+    app.add_option("--trace-dir", o.trace_dir, "write a round trace per turn of each speculative method (batch 1)");
+    app.add_flag("--skip-unavailable", o.skip_unavailable,
+                 "report methods this build cannot run instead of failing");
+    app.add_option("--prefill", o.micro_prefill, "AR micro-mode: prompt tokens to prefill")->check(CLI::Range(1, 1 << 16));
+    app.add_option("--decode", o.micro_decode, "AR micro-mode: tokens to decode")->check(CLI::Range(1, 1 << 16));
+    app.add_option("--forward-sizes", fwd, "AR micro-mode: rows per timed forward (comma-separated)");
+    app.add_option("--forward-reps", o.micro_reps, "AR micro-mode: timed forwards per size")->check(CLI::PositiveNumber);
+    app.add_option("-o,--out-dir", o.out_dir, "directory for bench.md, bench.csv, bench.json");
+    app.add_flag("--llamacpp", o.llamacpp, "also run llama.cpp (llama-cpp-python) on the same workload");
+    app.add_flag("--plots", o.plots, "draw PNG plots with tools/plot_bench.py");
+    app.add_flag("-q,--quiet", o.quiet, "no progress display");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e);
+    }
+    o.methods = parse_string_list(methods);
+    SPECDEC_CHECK(!o.methods.empty(), "--method: empty list");
+    o.tree_budget = parse_int_list(budgets, "--tree-budget");
+    o.tree_depth = parse_int_list(depths, "--tree-depth");
+    o.tree_topk = parse_int_list(topks, "--tree-topk");
+    o.draft_k = parse_int_list(ks, "--draft-k");
+    o.batch = parse_int_list(batches, "--batch");
+    o.temp = parse_double_list(temps, "--temp");
+    o.threads = parse_int_list(threads, "-t/--threads");
+    o.sets = parse_string_list(sets);
+    if (!fwd.empty()) o.forward_sizes = parse_int_list(fwd, "--forward-sizes");
+    for (int b : o.tree_budget) SPECDEC_CHECK(b >= 2 && b <= 512, "--tree-budget ", b, " is outside [2, 512]");
+    for (int d : o.tree_depth) SPECDEC_CHECK(d >= 1 && d <= 64, "--tree-depth ", d, " is outside [1, 64]");
+    for (int k : o.tree_topk) SPECDEC_CHECK(k >= 1 && k <= 32, "--tree-topk ", k, " is outside [1, 32]");
+    for (int k : o.draft_k) SPECDEC_CHECK(k >= 1 && k <= 64, "--draft-k ", k, " is outside [1, 64]");
+    for (int b : o.batch) SPECDEC_CHECK(b >= 1 && b <= 64, "--batch ", b, " is outside [1, 64]");
+    for (double t : o.temp) SPECDEC_CHECK(t >= 0 && t <= 100, "--temp ", t, " is outside [0, 100]");
+    for (int t : o.threads) SPECDEC_CHECK(t >= 0 && t <= 1024, "--threads ", t, " is outside [0, 1024]");
+    for (int n : o.forward_sizes) SPECDEC_CHECK(n >= 1 && n <= 4096, "--forward-sizes ", n, " is outside [1, 4096]");
+    for (int i = 0; i < argc; ++i) o.argv.push_back(argv[i]);
+
+    // Methods this build cannot run are reported, never faked.
+    BenchResult r;
+    for (const auto& m : o.methods) {
+        std::string why;
+        if (!method_available(m, o, &why)) {
+            if (!o.skip_unavailable) throw Error(why + " (pass --skip-unavailable to report it and go on)");
+            std::fprintf(stderr, "specdec bench: %s; skipped\n", why.c_str());
+        }
+    }
+    if (o.micro())
+        SPECDEC_CHECK(o.methods.size() == 1 && o.methods[0] == "ar",
+                      "--prefill/--decode/--forward-sizes are the AR micro-mode: use them with --method ar only");
+
+    o.target_path = runtime::resolve_model(o.target);
+    if (!o.draft.empty()) o.draft_path = runtime::resolve_model(o.draft);
+    const std::string root = repo_root();
+    std::filesystem::create_directories(o.out_dir);
+
+    // Run record.
+    std::string cmdline = "specdec";
+    for (int i = 0; i < argc; ++i) cmdline += " " + std::string(argv[i]);
+    r.meta["command"] = cmdline;
+    r.meta["date"] = utc_now();
+    r.meta["cpu_model"] = cpu_model();
+    r.meta["cpu_count"] = cpu_count();
+    r.meta["git_revision"] = git_revision(root);
+    r.meta["target"] = {{"name", o.target}, {"path", o.target_path}, {"bytes", file_size(o.target_path)},
+                        {"sha256", sha256_file(o.target_path)}};
+    r.meta["draft"] = nullptr;
+    if (!o.draft_path.empty())
+        r.meta["draft"] = {{"name", o.draft}, {"path", o.draft_path}, {"bytes", file_size(o.draft_path)},
+                           {"sha256", sha256_file(o.draft_path)}};
+    r.meta["options"] = {{"methods", o.methods},       {"tree_budget", o.tree_budget}, {"tree_depth", o.tree_depth},
+                         {"tree_topk", o.tree_topk},   {"draft_k", o.draft_k},         {"batch", o.batch},
+                         {"temp", o.temp},             {"threads", o.threads},         {"warmup", o.warmup},
+                         {"reps", o.reps},             {"prompts", o.prompts_file},    {"sets", o.sets},
+                         {"limit", o.limit},           {"max_turns", o.max_turns},     {"chat", o.chat},
+                         {"system", o.system},         {"n_predict", o.n_predict},     {"ignore_eos", o.ignore_eos},
+                         {"max_prompt_tokens", o.max_prompt_tokens}, {"n_ctx", o.n_ctx},
+                         {"ngram_min", o.ngram_min},   {"ngram_max", o.ngram_max},     {"mode", o.mode},
+                         {"trace_dir", o.trace_dir},   {"prefill", o.micro_prefill},   {"decode", o.micro_decode},
+                         {"forward_sizes", o.forward_sizes}, {"forward_reps", o.micro_reps},
+                         {"out_dir", o.out_dir},       {"llamacpp", o.llamacpp},       {"plots", o.plots},
+                         {"skip_unavailable", o.skip_unavailable}};
+    r.meta["seeds"] = {{"sampling", o.seed}};
+    r.meta["argv"] = o.argv;
+
+    if (o.micro()) {
+        r.opts = o;
+        run_ar_micro(r);
+    } else {
+        std::vector<Conversation> convs;
+        if (!o.prompts_file.empty()) {
+            auto c = load_prompts_jsonl(o.prompts_file, o.limit);
+            convs.insert(convs.end(), c.begin(), c.end());
+        }
+        for (const auto& s : o.sets) {
+            const std::string path = (std::filesystem::path(o.out_dir) / ("prompts_" + s + ".jsonl")).string();
+            auto c = load_prompt_set(root, s, o.limit, path);
+            convs.insert(convs.end(), c.begin(), c.end());
+        }
+        SPECDEC_CHECK(!convs.empty(), "no prompts: give --prompts FILE or --set humaneval|sharegpt");
+        r.opts = o;
+        r.conversations = std::move(convs);
+        run_sweep(r);
+    }
+    for (const auto& m : o.methods) {
+        std::string why;
+        if (!method_available(m, o, &why)) r.unavailable[m] = why;
+    }
+    if (o.llamacpp) run_llamacpp(r, root);
+    compute_speedups(r);
+    write_reports(r);
+    std::cout << markdown(r);
+    if (o.plots) {
+        const std::string cmd = shell_quote(python_exe(root)) + " " + shell_quote(root + "/tools/plot_bench.py") + " " +
+                                shell_quote((std::filesystem::path(o.out_dir) / "bench.json").string());
+        if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "specdec bench: plotting failed: %s\n", cmd.c_str());
+    }
+    std::fprintf(stderr, "specdec bench: wrote %s/bench.{md,csv,json}\n", o.out_dir.c_str());
+    return 0;
+}
 
 }  // namespace specdec::cli

@@ -1,0 +1,136 @@
+#include "bench/ar_microbench.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "bench/sys_info.h"
+#include "core/error.h"
+#include "runtime/engine.h"
+
+namespace specdec::bench {
+namespace {
+double now_s() {
+    using namespace std::chrono;
+    return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+// A deterministic, ordinary-text workload: a paragraph tokenized and repeated.
+std::vector<int32_t> workload(const runtime::Engine& e, int n) {
+    static const char* text =
+        "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n    a, b = 0, 1\n"
+        "    for _ in range(n):\n        a, b = b, a + b\n    return a\n\n"
+        "Speculative decoding drafts several tokens with a cheap model and verifies them with the "
+        "target model in a single forward pass, keeping the longest accepted prefix. ";
+    std::vector<int32_t> base = e.tokenizer().encode(text, false, false);
+    SPECDEC_CHECK(!base.empty(), "micro workload tokenized to nothing");
+    std::vector<int32_t> out;
+    out.reserve(n);
+    while ((int)out.size() < n) out.push_back(base[out.size() % base.size()]);
+    return out;
+}
+}  // namespace
+
+void run_ar_micro(BenchResult& r) {
+    const BenchOptions& o = r.opts;
+    const int P = std::max(1, o.micro_prefill > 0 ? o.micro_prefill : 512);
+    const int D = std::max(1, o.micro_decode > 0 ? o.micro_decode : 128);
+    std::vector<int> sizes = o.forward_sizes;
+    if (sizes.empty()) sizes = {1, 4, 8, 16, 32, 64};
+    if (std::find(sizes.begin(), sizes.end(), 1) == sizes.end()) sizes.insert(sizes.begin(), 1);
+    const int max_n = *std::max_element(sizes.begin(), sizes.end());
+    const int n_ctx = P + std::max(D, max_n) + 16;
+    const int reps = std::max(1, o.reps);
+    const int freps = std::max(1, o.micro_reps);
+    Progress prog((int)o.threads.size() * (1 + 2 * reps + (int)sizes.size() * (freps + 1)), o.quiet);
+
+    for (int threads_opt : o.threads) {
+        runtime::EngineOptions eo;
+        eo.model_path = o.target_path;
+        eo.n_ctx = n_ctx;
+        eo.n_seq = 1;
+        eo.n_threads = threads_opt;
+        auto e = runtime::Engine::load(eo);
+        const int threads = (int)e->pool().size();
+        const auto toks = workload(*e, P + D);
+        if (!r.meta.contains("micro_tokens")) r.meta["micro_tokens"] = toks;
+        const std::vector<int32_t> prompt(toks.begin(), toks.begin() + P);
+        kv::KvCache& cache = e->cache();
+        model::ForwardBatch batch;
+        model::ForwardResult out;
+        const std::string tag = "ar micro t=" + std::to_string(threads);
+
+        // Warm-up: a short prefill touches every weight page once.
+        cache.clear(0);
+        e->prefill(0, std::vector<int32_t>(prompt.begin(), prompt.begin() + std::min(P, 16)));
+        prog.step(tag + " warm-up", 0);
+
+        std::vector<double> pre, dec;
+        for (int rep = 0; rep < reps; ++rep) {
+            cache.clear(0);
+            double t0 = now_s();
+            e->prefill(0, prompt);
+            pre.push_back(now_s() - t0);
+            prog.step(tag + " prefill " + std::to_string(P), P / pre.back());
+            t0 = now_s();
+            for (int i = 0; i < D; ++i) {
+                batch.clear();
+                batch.add(toks[P + i], cache.committed(0), 0, -1, true);
+                e->model().forward(batch, cache, e->pool(), out);
+                cache.commit_length(0, 1);
+            }
+            dec.push_back(now_s() - t0);
+            prog.step(tag + " decode " + std::to_string(D), D / dec.back());
+        }
+        const double pre_s = percentile(pre, 50), dec_s = percentile(dec, 50);
+
+        // Verification-like forwards: N rows (a chain, logits for every row)
+        // after a committed prefix of P tokens, then rolled back.
+        cache.truncate(0, P);
+        nlohmann::json fwd = nlohmann::json::array();
+        double t1 = 0;
+        for (int n : sizes) {
+            std::vector<double> ts;
+            for (int rep = 0; rep <= freps; ++rep) {  // rep 0: warm-up
+                batch.clear();
+                std::vector<int32_t> rows(toks.begin() + P, toks.begin() + P + std::min(n, D));
+                while ((int)rows.size() < n) rows.push_back(toks[rows.size() % P]);
+                batch.add_chain(rows, P, 0, true);
+                const double t0 = now_s();
+                e->model().forward(batch, cache, e->pool(), out);
+                const double dt = now_s() - t0;
+                cache.commit_length(0, n);
+                cache.truncate(0, P);
+                if (rep > 0) ts.push_back(dt);
+                prog.step(tag + " forward(" + std::to_string(n) + ")", n / dt);
+            }
+            const double med = percentile(ts, 50);
+            if (n == 1) t1 = med;
+            fwd.push_back({{"n", n}, {"seconds", med}, {"rep_seconds", ts}, {"ratio", 0.0}});
+        }
+        for (auto& f : fwd) f["ratio"] = t1 > 0 ? f["seconds"].get<double>() / t1 : 0.0;
+
+        const uint64_t rss = peak_rss_bytes();
+        const uint64_t fsz = file_size(o.target_path);
+        const uint64_t kvb = cache.bytes();
+        r.micro.push_back({{"engine", "specdec"},
+                           {"threads", threads},
+                           {"prefill_tokens", P},
+                           {"prefill_s", pre_s},
+                           {"prefill_rep_s", pre},
+                           {"prefill_tok_s", P / pre_s},
+                           {"decode_tokens", D},
+                           {"decode_s", dec_s},
+                           {"decode_rep_s", dec},
+                           {"decode_tok_s", D / dec_s},
+                           {"prefill_chunk", e->options().prefill_chunk},
+                           {"forward", fwd},
+                           {"peak_rss_bytes", rss},
+                           {"model_file_bytes", fsz},
+                           {"kv_cache_bytes", kvb},
+                           {"n_ctx", e->n_ctx()},
+                           {"rss_over_file_plus_kv", (double)rss / (double)(fsz + kvb)}});
+    }
+    prog.finish();
+}
+
+}  // namespace specdec::bench

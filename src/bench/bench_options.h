@@ -1,0 +1,66 @@
+// Options of `specdec bench` and the small helpers that turn them into a sweep.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace specdec::bench {
+
+struct BenchOptions {
+    // Models.
+    std::string target, draft;          // as given (path or manifest name)
+    std::string target_path, draft_path;  // resolved
+    // Sweeps (comma-separated on the command line).
+    std::vector<std::string> methods{"ar"};
+    std::vector<int> tree_budget{16};
+    std::vector<int> tree_depth{5};
+    std::vector<int> tree_topk{4};
+    std::vector<int> draft_k{5};
+    std::vector<int> batch{1};
+    std::vector<double> temp{0.0};
+    std::vector<int> threads{0};        // 0: all cores
+    // Repetition.
+    int warmup = 1;
+    int reps = 1;
+    // Prompts.
+    std::string prompts_file;           // JSONL of {"id","set","turns"}
+    std::vector<std::string> sets;      // humaneval, sharegpt (via tools/prompts.py)
+    int limit = 0;                      // conversations per set (0: all)
+    int max_turns = 0;                  // turns per conversation (0: all)
+    bool chat = false;
+    std::string system;
+    int n_predict = 128;                // max new tokens per turn
+    bool ignore_eos = false;
+    int max_prompt_tokens = 0;          // skip turns whose prompt is longer (0: what fits the context)
+    int n_ctx = 4096;
+    uint64_t seed = 0;
+    int ngram_min = 1, ngram_max = 3;
+    std::string mode = "performance";
+    std::string trace_dir;              // per-turn traces of the speculative methods
+    bool skip_unavailable = false;
+    // AR micro-mode (issue #4).
+    int micro_prefill = 0;
+    int micro_decode = 0;
+    std::vector<int> forward_sizes;
+    int micro_reps = 5;
+    // Output.
+    std::string out_dir = "bench-out";
+    bool llamacpp = false;
+    bool plots = false;
+    bool quiet = false;
+    std::vector<std::string> argv;      // the command line, for the record
+
+    bool micro() const { return micro_prefill > 0 || micro_decode > 0 || !forward_sizes.empty(); }
+};
+
+// "1,2,4" -> {1,2,4}; throws specdec::Error naming `what` on a bad item.
+std::vector<int> parse_int_list(const std::string& s, const std::string& what);
+std::vector<double> parse_double_list(const std::string& s, const std::string& what);
+std::vector<std::string> parse_string_list(const std::string& s);
+
+// Linear-interpolated percentile (numpy's default), q in [0, 100]; 0 for empty input.
+double percentile(std::vector<double> v, double q);
+double mean(const std::vector<double>& v);
+
+}  // namespace specdec::bench

@@ -1,0 +1,327 @@
+#include "bench/bench_report.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace specdec::bench {
+namespace fs = std::filesystem;
+
+namespace {
+using Key = std::tuple<int, double, int, int, int>;  // threads, temp, batch, conv, turn
+
+std::string f2(double v, int prec = 2) {
+    char b[64];
+    std::snprintf(b, sizeof b, "%.*f", prec, v);
+    return b;
+}
+std::string mib(uint64_t b) { return f2((double)b / (1024.0 * 1024.0), 1); }
+}  // namespace
+
+void compute_speedups(BenchResult& r) {
+    std::map<Key, double> ar;
+    for (const auto& t : r.records) {
+        const RunConfig& c = r.configs[t.config];
+        if (c.method == "ar" && !c.external) ar[{c.threads, c.temp, c.batch, t.conv, t.turn}] = t.tok_s();
+    }
+    for (auto& t : r.records) {
+        const RunConfig& c = r.configs[t.config];
+        const auto it = ar.find({c.threads, c.temp, c.external ? 1 : c.batch, t.conv, t.turn});
+        t.speedup = it != ar.end() && it->second > 0 ? t.tok_s() / it->second : 0.0;
+    }
+}
+
+nlohmann::json summarize(const BenchResult& r) {
+    nlohmann::json out = nlohmann::json::array();
+    for (size_t ci = 0; ci < r.configs.size(); ++ci) {
+        const RunConfig& c = r.configs[ci];
+        std::vector<double> sp, tps;
+        std::set<int> batches;
+        int n = 0, gen = 0, prompt = 0, rounds = 0, emitted = 0, matches = 0, compared = 0;
+        double dec = 0, pre = 0, draft = 0, tree = 0, verify = 0, commit = 0;
+        for (const auto& t : r.records) {
+            if (t.config != (int)ci) continue;
+            ++n;
+            gen += t.n_generated;
+            prompt += t.n_prompt;
+            tps.push_back(t.tok_s());
+            if (t.speedup > 0) sp.push_back(t.speedup);
+            if (t.matches_ar >= 0) {
+                ++compared;
+                matches += t.matches_ar;
+            }
+            if (!batches.insert(t.batch_id).second) continue;  // batch-level figures once per batch
+            dec += t.decode_s;
+            pre += t.prefill_s;
+            rounds += t.rounds;
+            emitted += t.emitted;
+            draft += t.draft_s;
+            tree += t.tree_s;
+            verify += t.verify_s;
+            commit += t.commit_s;
+        }
+        nlohmann::json s = c.to_json();
+        s["config"] = ci;
+        s["turns"] = n;
+        s["generated_tokens"] = gen;
+        s["prompt_tokens"] = prompt;
+        s["decode_s"] = dec;
+        s["prefill_s"] = pre;
+        s["decode_tok_s"] = dec > 0 ? gen / dec : 0.0;
+        s["prefill_tok_s"] = pre > 0 ? prompt / pre : 0.0;
+        s["turn_tok_s_mean"] = mean(tps);
+        s["speedup_mean"] = mean(sp);
+        s["speedup_p50"] = percentile(sp, 50);
+        s["speedup_p90"] = percentile(sp, 90);
+        s["speedup_p99"] = percentile(sp, 99);
+        s["speedup_turns"] = sp.size();
+        if (!c.external) {
+            s["rounds"] = rounds;
+            s["emitted"] = emitted;
+            s["mean_accept_len"] = c.method == "ar" ? 1.0 : (rounds > 0 ? (double)emitted / rounds : 0.0);
+            s["time_split_s"] = {{"draft", draft},
+                                 {"tree_mask", tree},
+                                 {"verify", verify},
+                                 {"commit", commit},
+                                 {"other", std::max(0.0, dec - draft - tree - verify - commit)}};
+            if (c.method == "ar") s["time_split_s"] = {{"draft", 0.0}, {"tree_mask", 0.0}, {"verify", dec},
+                                                       {"commit", 0.0}, {"other", 0.0}};
+        } else {
+            s["mean_accept_len"] = nullptr;
+        }
+        s["ssd_hit_rate"] = nullptr;
+        s["stall_s"] = nullptr;
+        s["greedy_matches_ar"] = compared ? nlohmann::json(matches) : nlohmann::json(nullptr);
+        s["greedy_compared"] = compared;
+        out.push_back(s);
+    }
+    return out;
+}
+
+nlohmann::json record_json(const BenchResult& r, const TurnRecord& t) {
+    const RunConfig& c = r.configs[t.config];
+    const Conversation& cv = r.conversations[t.conv];
+    nlohmann::json j;
+    j["config"] = t.config;
+    j["label"] = c.label();
+    j["method"] = c.method;
+    j["threads"] = c.threads;
+    j["temp"] = c.temp;
+    j["batch"] = c.batch;
+    j["tree_budget"] = c.tree_budget;
+    j["tree_depth"] = c.tree_depth;
+    j["draft_k"] = c.draft_k;
+    j["conv"] = t.conv;
+    j["conv_id"] = cv.id;
+    j["set"] = cv.set;
+    j["turn"] = t.turn;
+    j["batch_id"] = t.batch_id;
+    j["prompt_tokens"] = t.n_prompt;
+    j["generated_tokens"] = t.n_generated;
+    j["prefill_s"] = t.prefill_s;
+    j["decode_s"] = t.decode_s;
+    j["rep_decode_s"] = t.rep_decode_s;
+    j["decode_tok_s"] = t.tok_s();
+    j["speedup"] = t.speedup > 0 ? nlohmann::json(t.speedup) : nlohmann::json(nullptr);
+    j["finish_reason"] = t.finish_reason;
+    if (c.external) {
+        for (const char* k : {"rounds", "emitted", "drafted", "accepted", "mean_accept_len", "draft_s", "tree_s",
+                              "verify_s", "commit_s"})
+            j[k] = nullptr;
+    } else {
+        j["rounds"] = t.rounds;
+        j["emitted"] = t.emitted;
+        j["drafted"] = t.drafted;
+        j["accepted"] = t.accepted;
+        j["mean_accept_len"] = t.mean_accept_len;
+        j["draft_s"] = t.draft_s;
+        j["tree_s"] = t.tree_s;
+        j["verify_s"] = c.method == "ar" ? t.decode_s : t.verify_s;
+        j["commit_s"] = t.commit_s;
+    }
+    j["ssd_hit_rate"] = t.has_ssd ? nlohmann::json(t.ssd_hit_rate) : nlohmann::json(nullptr);
+    j["stall_s"] = t.has_ssd ? nlohmann::json(t.stall_s) : nlohmann::json(nullptr);
+    j["matches_ar"] = t.matches_ar < 0 ? nlohmann::json(nullptr) : nlohmann::json(t.matches_ar == 1);
+    j["trace_file"] = t.trace_file.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.trace_file);
+    return j;
+}
+
+nlohmann::json to_json(const BenchResult& r) {
+    nlohmann::json j;
+    j["meta"] = r.meta;
+    j["meta"].erase("micro_tokens");
+    j["configs"] = nlohmann::json::array();
+    for (const auto& c : r.configs) j["configs"].push_back(c.to_json());
+    j["summary"] = summarize(r);
+    j["records"] = nlohmann::json::array();
+    for (const auto& t : r.records) j["records"].push_back(record_json(r, t));
+    j["unavailable"] = r.unavailable;
+    j["skipped"] = r.skipped;
+    j["micro"] = r.micro;
+    j["llamacpp"] = r.llamacpp;
+    if (j["llamacpp"].is_object()) j["llamacpp"].erase("runs");  // merged into records
+    return j;
+}
+
+namespace {
+std::string csv_field(const nlohmann::json& v) {
+    if (v.is_null()) return "";
+    if (v.is_string()) {
+        std::string s = v.get<std::string>();
+        if (s.find_first_of(",\"\n") == std::string::npos) return s;
+        std::string q(1, '"');
+        for (char ch : s) {
+            if (ch == '"') q.push_back('"');
+            q.push_back(ch);
+        }
+        q.push_back('"');
+        return q;
+    }
+    if (v.is_array()) {
+        std::string s;
+        for (const auto& x : v) {
+            if (!s.empty()) s.push_back(';');
+            s.append(x.dump());
+        }
+        return s;
+    }
+    return v.dump();
+}
+
+const std::vector<std::string> kCsvCols = {
+    "label",       "method",         "threads",    "temp",        "batch",        "tree_budget",  "tree_depth",
+    "draft_k",     "conv_id",        "set",        "turn",        "prompt_tokens", "generated_tokens", "prefill_s",
+    "decode_s",    "decode_tok_s",   "speedup",    "rounds",      "emitted",      "drafted",      "accepted",
+    "mean_accept_len", "draft_s",    "tree_s",     "verify_s",    "commit_s",     "ssd_hit_rate", "stall_s",
+    "finish_reason", "matches_ar",   "rep_decode_s"};
+}  // namespace
+
+std::string markdown(const BenchResult& r) {
+    std::ostringstream md;
+    const auto& m = r.meta;
+    md << "# specdec bench\n\n";
+    md << "- target: `" << m.value("target", nlohmann::json::object()).value("path", "") << "` (sha256 "
+       << m.value("target", nlohmann::json::object()).value("sha256", "").substr(0, 16) << "…)\n";
+    if (m.contains("draft") && m["draft"].is_object())
+        md << "- draft: `" << m["draft"].value("path", "") << "` (sha256 " << m["draft"].value("sha256", "").substr(0, 16)
+           << "…)\n";
+    md << "- CPU: " << m.value("cpu_model", "") << " (" << m.value("cpu_count", 0) << " logical CPUs); git "
+       << m.value("git_revision", "") << "; " << m.value("date", "") << "\n";
+    md << "- command: `" << m.value("command", "") << "`\n\n";
+
+    if (!r.micro.empty()) {
+        md << "## AR micro-benchmark\n\n";
+        std::map<int, nlohmann::json> lc;
+        if (r.llamacpp.contains("micro"))
+            for (const auto& x : r.llamacpp["micro"]) lc[x["threads"].get<int>()] = x;
+        md << "| threads | prefill tok/s | llama.cpp prefill tok/s | ratio | decode tok/s | llama.cpp decode tok/s | "
+              "ratio |";
+        for (const auto& f : r.micro[0]["forward"])
+            if (f["n"].get<int>() != 1) md << " fwd(" << f["n"].get<int>() << ")/fwd(1) |";
+        md << " peak RSS MiB | file+KV MiB |\n|---|---|---|---|---|---|---|";
+        for (const auto& f : r.micro[0]["forward"])
+            if (f["n"].get<int>() != 1) md << "---|";
+        md << "---|---|\n";
+        for (const auto& x : r.micro) {
+            const int t = x["threads"].get<int>();
+            const double p = x["prefill_tok_s"].get<double>(), d = x["decode_tok_s"].get<double>();
+            std::string lp = "n/a", ld = "n/a", rp = "n/a", rd = "n/a";
+            if (lc.count(t)) {
+                const double a = lc[t]["prefill_tok_s"].get<double>(), b = lc[t]["decode_tok_s"].get<double>();
+                lp = f2(a, 1), ld = f2(b, 1), rp = f2(p / a), rd = f2(d / b);
+            }
+            md << "| " << t << " | " << f2(p, 1) << " | " << lp << " | " << rp << " | " << f2(d, 1) << " | " << ld
+               << " | " << rd << " |";
+            for (const auto& f : x["forward"])
+                if (f["n"].get<int>() != 1) md << " " << f2(f["ratio"].get<double>()) << " |";
+            md << " " << mib(x["peak_rss_bytes"].get<uint64_t>()) << " | "
+               << mib(x["model_file_bytes"].get<uint64_t>() + x["kv_cache_bytes"].get<uint64_t>()) << " |\n";
+        }
+        md << "\nfwd(N)/fwd(1): time of one forward of N chained rows (all with logits) after the "
+           << r.micro[0]["prefill_tokens"].get<int>()
+           << "-token prefix, rolled back with KvCache::truncate, over the time of a 1-row forward. Ratios "
+              "specdec/llama.cpp > 1 mean specdec is faster.\n\n";
+    }
+
+    if (!r.configs.empty()) {
+        const auto sum = summarize(r);
+        md << "## Summary per configuration\n\n";
+        md << "| config | turns | gen tokens | decode tok/s | speedup mean | p50 | p90 | p99 | accept len | "
+              "draft % | tree+mask % | verify % | commit % | greedy == AR |\n";
+        md << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+        for (const auto& s : sum) {
+            const std::string label = s["label"].get<std::string>();
+            md << "| " << label << " | " << s["turns"] << " | " << s["generated_tokens"] << " | "
+               << f2(s["decode_tok_s"].get<double>()) << " | ";
+            if (s["speedup_turns"].get<size_t>() > 0)
+                md << f2(s["speedup_mean"].get<double>()) << " | " << f2(s["speedup_p50"].get<double>()) << " | "
+                   << f2(s["speedup_p90"].get<double>()) << " | " << f2(s["speedup_p99"].get<double>()) << " | ";
+            else
+                md << "n/a | n/a | n/a | n/a | ";
+            md << (s["mean_accept_len"].is_null() ? std::string("n/a") : f2(s["mean_accept_len"].get<double>()))
+               << " | ";
+            if (s.contains("time_split_s")) {
+                const double d = s["decode_s"].get<double>();
+                for (const char* k : {"draft", "tree_mask", "verify", "commit"})
+                    md << (d > 0 ? f2(100.0 * s["time_split_s"][k].get<double>() / d, 1) : "0") << " | ";
+            } else {
+                md << "n/a | n/a | n/a | n/a | ";
+            }
+            md << (s["greedy_matches_ar"].is_null()
+                       ? std::string("-")
+                       : std::to_string(s["greedy_matches_ar"].get<int>()) + "/" +
+                             std::to_string(s["greedy_compared"].get<int>()))
+               << " |\n";
+        }
+        md << "\nSpeedup: per turn, the configuration's decode tok/s over the AR baseline's on the same turn "
+              "(same threads, temperature and batch; llama.cpp rows: over specdec AR). Decode tok/s = "
+              "generated tokens / decode time (prefill excluded). Accept length = tokens per target forward.\n\n";
+    }
+    if (!r.unavailable.empty()) {
+        md << "## Not measured\n\n";
+        for (auto it = r.unavailable.begin(); it != r.unavailable.end(); ++it)
+            md << "- `" << it.key() << "`: " << it.value().get<std::string>() << "\n";
+        md << "\n";
+    }
+    if (r.llamacpp.contains("error")) md << "llama.cpp baseline: " << r.llamacpp["error"].get<std::string>() << "\n\n";
+    if (!r.skipped.empty()) {
+        md << "## Skipped turns\n\n";
+        for (const auto& s : r.skipped)
+            md << "- " << s["conv"].get<std::string>() << " turn " << s["turn"].get<int>() + 1 << " ("
+               << s["prompt_tokens"] << " tokens): " << s["reason"].get<std::string>() << "\n";
+        md << "\n";
+    }
+    return md.str();
+}
+
+void write_reports(const BenchResult& r) {
+    const fs::path dir(r.opts.out_dir);
+    fs::create_directories(dir);
+    const nlohmann::json j = to_json(r);
+    {
+        std::ofstream f(dir / "bench.json");
+        SPECDEC_CHECK(f.good(), "cannot write ", (dir / "bench.json").string());
+        f << j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    }
+    {
+        std::ofstream f(dir / "bench.csv");
+        for (size_t i = 0; i < kCsvCols.size(); ++i) f << (i ? "," : "") << kCsvCols[i];
+        f << "\n";
+        for (const auto& rec : j["records"]) {
+            for (size_t i = 0; i < kCsvCols.size(); ++i) f << (i ? "," : "") << csv_field(rec[kCsvCols[i]]);
+            f << "\n";
+        }
+    }
+    {
+        std::ofstream f(dir / "bench.md");
+        f << markdown(r);
+    }
+}
+
+}  // namespace specdec::bench

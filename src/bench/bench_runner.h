@@ -1,0 +1,91 @@
+// The sweep behind `specdec bench`: every decoding configuration over every
+// turn of every conversation, with per-turn records and the AR baseline.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "bench/bench_options.h"
+#include "bench/prompt_set.h"
+
+namespace specdec::bench {
+
+// One point of the sweep. Parameters that do not apply to the method are 0.
+struct RunConfig {
+    std::string method;     // ar, chain, tree, ngram; llamacpp-ar, llamacpp-pld (external)
+    int tree_budget = 0, tree_depth = 0, tree_topk = 0;
+    int draft_k = 0;
+    int batch = 1;
+    double temp = 0;
+    int threads = 0;        // resolved thread count
+    bool external = false;  // measured by tools/bench_llamacpp.py
+    std::string label() const;
+    nlohmann::json to_json() const;
+};
+
+struct TurnRecord {
+    int config = 0;         // index into BenchResult::configs
+    int conv = 0;           // index into BenchResult::conversations
+    int turn = 0;           // 0-based
+    int batch_id = 0;       // records of one batched run share it (and its times)
+    int n_prompt = 0, n_generated = 0;
+    double prefill_s = 0, decode_s = 0;   // median over reps
+    std::vector<double> rep_decode_s;
+    int rounds = 0;         // target (verify) forwards after the prefill
+    int emitted = 0;        // tokens those forwards produced (accepted + bonus)
+    int drafted = 0, accepted = 0;
+    double mean_accept_len = 0;  // emitted / rounds (sequence-rounds in a batch)
+    double draft_s = 0, tree_s = 0, verify_s = 0, commit_s = 0;
+    bool has_ssd = false;   // SSD-only fields below are meaningful
+    double ssd_hit_rate = 0, stall_s = 0;
+    std::string finish_reason;
+    int matches_ar = -1;    // greedy: 1 if the tokens equal the AR baseline's, 0 if not; -1 unknown
+    std::string trace_file;
+    double speedup = 0;     // tok/s over the AR baseline's tok/s of the same turn (0: none)
+    double tok_s() const { return decode_s > 0 ? n_generated / decode_s : 0.0; }
+};
+
+struct BenchResult {
+    BenchOptions opts;
+    std::vector<Conversation> conversations;
+    std::vector<RunConfig> configs;
+    std::vector<TurnRecord> records;
+    // Prompt tokens per (conv, turn) as every method saw them (for llama.cpp).
+    std::vector<std::vector<std::vector<int32_t>>> prompt_tokens;
+    std::vector<int32_t> eog_tokens;
+    nlohmann::json meta = nlohmann::json::object();
+    nlohmann::json unavailable = nlohmann::json::object();  // method -> reason
+    nlohmann::json skipped = nlohmann::json::array();       // turns left out, with why
+    nlohmann::json micro = nlohmann::json::array();         // AR micro-mode rows
+    nlohmann::json llamacpp = nlohmann::json::object();     // raw baseline output
+};
+
+// Progress lines on stderr ("\r" updates on a terminal).
+class Progress {
+public:
+    Progress(int total, bool quiet);
+    void step(const std::string& what, double tok_s);
+    void note(const std::string& msg);
+    void finish();
+    void add_total(int n) { total_ += n; }
+
+private:
+    int total_, done_ = 0;
+    bool quiet_, tty_;
+    double t0_;
+};
+
+// Methods this build can run; for the others, why not.
+bool method_available(const std::string& method, const BenchOptions& o, std::string* why);
+
+// Runs the sweep over the conversations (options already validated).
+void run_sweep(BenchResult& r);
+
+// Runs tools/bench_llamacpp.py on the same model, threads and prompt tokens
+// (or the micro-mode workload) and merges its records.
+void run_llamacpp(BenchResult& r, const std::string& repo_root);
+
+}  // namespace specdec::bench

@@ -1,0 +1,33 @@
+// Facts about the machine, the build and the files a benchmark ran on, so a
+// report can say exactly what it measured.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace specdec::bench {
+
+// "model name" from /proc/cpuinfo ("unknown" if absent).
+std::string cpu_model();
+// Logical CPUs the process may run on.
+int cpu_count();
+// Root of the source tree: $SPECDEC_SOURCE_DIR, else the nearest directory
+// above the executable or the working directory holding tools/prompts.py.
+std::string repo_root();
+// `git rev-parse HEAD` of the repo root (+ "-dirty" when the tree has changes), or "unknown".
+std::string git_revision(const std::string& root);
+// Lower-case hex SHA-256 of a file's bytes.
+std::string sha256_file(const std::string& path);
+// SHA-256 of a byte string (for tests).
+std::string sha256_hex(const std::string& bytes);
+// Peak resident set size of this process in bytes (getrusage ru_maxrss).
+uint64_t peak_rss_bytes();
+uint64_t file_size(const std::string& path);
+// The Python interpreter tools run with: <root>/.venv/bin/python if it exists, else python3.
+std::string python_exe(const std::string& root);
+// Current UTC time, ISO 8601.
+std::string utc_now();
+// Quotes an argument for /bin/sh.
+std::string shell_quote(const std::string& s);
+
+}  // namespace specdec::bench

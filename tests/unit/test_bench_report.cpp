@@ -1,0 +1,76 @@
+#include <gtest/gtest.h>
+
+#include "bench/bench_options.h"
+#include "bench/bench_report.h"
+#include "bench/sys_info.h"
+#include "core/error.h"
+
+using namespace specdec;
+using namespace specdec::bench;
+
+TEST(BenchOptions, ParsesCommaLists) {
+    EXPECT_EQ(parse_int_list("1, 2,4", "x"), (std::vector<int>{1, 2, 4}));
+    EXPECT_EQ(parse_double_list("0,0.7", "x"), (std::vector<double>{0.0, 0.7}));
+    EXPECT_EQ(parse_string_list("ar,tree,,ngram"), (std::vector<std::string>{"ar", "tree", "ngram"}));
+    EXPECT_THROW(parse_int_list("1,x", "--batch"), Error);
+    EXPECT_THROW(parse_int_list("", "--batch"), Error);
+    EXPECT_THROW(parse_double_list("0.5q", "--temp"), Error);
+}
+
+TEST(BenchOptions, PercentileMatchesNumpyLinear) {
+    EXPECT_DOUBLE_EQ(percentile({}, 50), 0.0);
+    EXPECT_DOUBLE_EQ(percentile({3.0}, 99), 3.0);
+    EXPECT_DOUBLE_EQ(percentile({4, 1, 3, 2}, 50), 2.5);
+    EXPECT_DOUBLE_EQ(percentile({1, 2, 3, 4, 5}, 90), 4.6);
+    EXPECT_NEAR(percentile({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 99), 9.91, 1e-12);
+    EXPECT_DOUBLE_EQ(mean({1, 2, 6}), 3.0);
+}
+
+TEST(BenchSysInfo, Sha256KnownVectors) {
+    EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    EXPECT_EQ(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+              "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    EXPECT_EQ(sha256_hex(std::string(1000000, 'a')),
+              "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    EXPECT_GT(peak_rss_bytes(), 0u);
+}
+
+TEST(BenchReport, SpeedupIsPerTurnRatioToAr) {
+    BenchResult r;
+    r.conversations = {{"c0", "humaneval", {"a"}}, {"c1", "humaneval", {"b"}}};
+    RunConfig ar;
+    ar.method = "ar";
+    ar.threads = 2;
+    RunConfig tree = ar;
+    tree.method = "tree";
+    tree.tree_budget = 16;
+    tree.tree_depth = 5;
+    r.configs = {ar, tree};
+    auto rec = [](int cfg, int conv, int bid, int gen, double dec, int rounds, int emitted) {
+        TurnRecord t;
+        t.config = cfg;
+        t.conv = conv;
+        t.batch_id = bid;
+        t.n_generated = gen;
+        t.decode_s = dec;
+        t.rounds = rounds;
+        t.emitted = emitted;
+        t.mean_accept_len = rounds ? (double)emitted / rounds : 0;
+        return t;
+    };
+    r.records = {rec(0, 0, 0, 10, 1.0, 9, 9), rec(0, 1, 1, 20, 1.0, 19, 19), rec(1, 0, 2, 10, 0.5, 3, 9),
+                 rec(1, 1, 3, 20, 0.25, 5, 19)};
+    compute_speedups(r);
+    EXPECT_DOUBLE_EQ(r.records[2].speedup, 2.0);
+    EXPECT_DOUBLE_EQ(r.records[3].speedup, 4.0);
+    const auto s = summarize(r);
+    ASSERT_EQ(s.size(), 2u);
+    EXPECT_DOUBLE_EQ(s[1]["speedup_mean"].get<double>(), 3.0);
+    EXPECT_DOUBLE_EQ(s[1]["speedup_p50"].get<double>(), 3.0);
+    EXPECT_DOUBLE_EQ(s[1]["decode_tok_s"].get<double>(), 30 / 0.75);
+    EXPECT_DOUBLE_EQ(s[1]["mean_accept_len"].get<double>(), 28.0 / 8.0);
+    EXPECT_DOUBLE_EQ(s[0]["mean_accept_len"].get<double>(), 1.0);
+    const std::string md = markdown(r);
+    EXPECT_NE(md.find("| tree b=16 d=5 t=2 |"), std::string::npos);
+}
