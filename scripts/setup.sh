@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(build-essential cmake ninja-build git libgtest-dev libgmock-dev libbenchmark-dev
-              nlohmann-json3-dev libcli11-dev libcpp-httplib-dev python3 python3-venv python3-pip)
+              nlohmann-json3-dev libcli11-dev libcpp-httplib-dev pkg-config python3 python3-venv python3-pip)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
