@@ -16,7 +16,8 @@ const char* kUsage =
     "  generate   generate text from a prompt (specdec generate --help)\n"
     "  models     list or fetch the real models (specdec models --help)\n"
     "  bench      compare decoding methods side by side (specdec bench --help)\n"
-    "  serve      OpenAI-compatible HTTP server (specdec serve --help)\n";
+    "  serve      OpenAI-compatible HTTP server (specdec serve --help)\n"
+    "  logits     write every prompt position's logits (for parity checks)\n";
 }
 
 int run(int argc, char** argv) {
@@ -29,6 +30,7 @@ int run(int argc, char** argv) {
     if (cmd == "generate") return cmd_generate(argc - 1, argv + 1);
     if (cmd == "models") return cmd_models(argc - 1, argv + 1);
     if (cmd == "bench") return cmd_bench(argc - 1, argv + 1);
+    if (cmd == "logits") return cmd_logits(argc - 1, argv + 1);
     if (cmd == "serve") return cmd_serve(argc - 1, argv + 1);
     std::fputs(kUsage, stderr);
     throw Error("unknown command '" + cmd + "'");
