@@ -1,17 +1,22 @@
 // specdec serve: an OpenAI-compatible HTTP server over one engine, with
-// continuous batching (src/server/batch_scheduler.h). HTTP threads parse,
-// validate and tokenize (the tokenizer is immutable, so that is safe in
-// parallel and a bad request is refused before it queues); the scheduler
-// thread alone touches the model and the KV cache.
+// continuous batching (src/server/batch_scheduler.h). HTTP is Debian's
+// cpp-httplib: its worker threads (a pool that grows on demand up to a bound,
+// src/server/http_support.h) parse, validate and tokenize (the tokenizer is
+// immutable, so that is safe in parallel and a bad request is refused before
+// it queues); the scheduler thread alone touches the model and the KV cache.
 #include <CLI/CLI.hpp>
+#include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
 
 #include "cli_commands.h"
 #include "core/error.h"
@@ -19,7 +24,7 @@
 #include "runtime/model_locator.h"
 #include "sample/sampler.h"
 #include "server/batch_scheduler.h"
-#include "server/http_server.h"
+#include "server/http_support.h"
 #include "server/metrics.h"
 #include "server/openai_protocol.h"
 
@@ -29,15 +34,15 @@ namespace {
 
 using server::ApiError;
 using server::Endpoint;
-using server::HttpRequest;
-using server::HttpResponder;
 using server::JobEvent;
+using Request = httplib::Request;
+using Response = httplib::Response;
 
-std::atomic<server::HttpServer*> g_server{nullptr};
+// Set by SIGINT/SIGTERM; a watcher thread does the actual shutting down.
+std::atomic<bool> g_signalled{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
 
-extern "C" void on_signal(int) {
-    if (auto* s = g_server.load()) s->stop();
-}
+extern "C" void on_signal(int) { g_signalled.store(true); }
 
 std::string random_hex(size_t n) {
     thread_local std::mt19937_64 gen{std::random_device{}()};
@@ -52,6 +57,24 @@ uint64_t random_seed() {
     return gen();
 }
 
+// A handler's answer; kDeferred: a streaming response records its own status
+// in the metrics when the stream ends.
+constexpr int kDeferred = -1;
+
+// State of one SSE response, shared by httplib's content provider (called on
+// the connection's thread after the handler returned) and its releaser.
+struct StreamState {
+    Endpoint ep;
+    std::string endpoint, id, model;
+    int64_t created = 0;
+    bool include_usage = false;
+    std::shared_ptr<server::JobChannel> channel;
+    int fd = -1;             // the request's socket, for the hang-up check
+    bool role_sent = false;  // chat: the first chunk carries the role
+    bool finished = false;
+    int status = 499;        // nginx's "client closed request" until finished
+};
+
 class Server {
 public:
     Server(runtime::Engine& engine, server::BatchScheduler& sched, server::Metrics& metrics, server::ServerInfo info,
@@ -59,72 +82,89 @@ public:
         : engine_(engine), sched_(sched), metrics_(metrics), info_(std::move(info)), api_key_(std::move(api_key)),
           created_(std::time(nullptr)) {}
 
-    void handle(const HttpRequest& req, HttpResponder& res) {
-        const std::string endpoint = route_name(req.path);
-        int status = 500;
-        try {
-            server::check_api_key(req.header("authorization"), api_key_);
-            status = dispatch(req, res);
-        } catch (const ApiError& e) {
-            status = e.status;
-            send_error(res, e);
-        } catch (const std::exception& e) {
-            status = 500;
-            send_error(res, ApiError(500, std::string("internal error: ") + e.what(), "", "", "server_error"));
-        }
-        metrics_.record_request(endpoint, status);
+    void install(httplib::Server& http) {
+        http.Get("/health", wrap("/health", [this](const Request&, Response& res) {
+            nlohmann::json j{{"status", "ok"}, {"model", info_.model_id}, {"queue_depth", sched_.queue_depth()}};
+            res.set_content(server::dump(j), "application/json");
+            return 200;
+        }));
+        http.Get("/v1/models", wrap("/v1/models", [this](const Request&, Response& res) {
+            res.set_content(server::dump(server::models_json(info_, created_)), "application/json");
+            return 200;
+        }));
+        http.Get("/metrics", wrap("/metrics", [this](const Request&, Response& res) {
+            res.set_content(metrics_.render(), "text/plain; version=0.0.4; charset=utf-8");
+            return 200;
+        }));
+        http.Post("/v1/chat/completions",
+                  wrap("/v1/chat/completions",
+                       [this](const Request& req, Response& res) { return generate(Endpoint::Chat, req, res); }));
+        http.Post("/v1/completions",
+                  wrap("/v1/completions",
+                       [this](const Request& req, Response& res) { return generate(Endpoint::Completion, req, res); }));
+        // Everything else: a known path with the wrong method is 405, an
+        // unknown one 404; both after the API key check, like every route.
+        const auto other = [this](const Request& req, Response& res) { return unrouted(req, res); };
+        http.Get(".*", wrap("", other));
+        http.Post(".*", wrap("", other));
+        http.Put(".*", wrap("", other));
+        http.Patch(".*", wrap("", other));
+        http.Delete(".*", wrap("", other));
+        http.Options(".*", wrap("", other));
+        // Errors httplib answers itself (malformed request, body too large)
+        // get the OpenAI error shape too.
+        http.set_error_handler(httplib::Server::HandlerWithResponse([](const Request&, Response& res) {
+            if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+            res.set_content(server::http_error_json(res.status), "application/json");
+            return httplib::Server::HandlerResponse::Handled;
+        }));
     }
 
 private:
-    // Known paths keep their name in the metrics; anything else is "other" so a
-    // client cannot grow the label set without bound.
+    using Body = std::function<int(const Request&, Response&)>;
+
+    // API key check, OpenAI errors and metrics around one route. Unknown
+    // paths are counted as "other" so a client cannot grow the label set.
+    httplib::Server::Handler wrap(std::string endpoint, Body body) {
+        return [this, endpoint = std::move(endpoint), body = std::move(body)](const Request& req, Response& res) {
+            const std::string name = endpoint.empty() ? route_name(req.path) : endpoint;
+            int status = 500;
+            try {
+                server::check_api_key(req.get_header_value("Authorization"), api_key_);
+                status = body(req, res);
+            } catch (const ApiError& e) {
+                status = e.status;
+                send_error(res, e);
+            } catch (const std::exception& e) {
+                status = 500;
+                send_error(res, ApiError(500, std::string("internal error: ") + e.what(), "", "", "server_error"));
+            }
+            if (status != kDeferred) metrics_.record_request(name, status);
+        };
+    }
+
     static std::string route_name(const std::string& path) {
         for (const char* p : {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics"})
             if (path == p) return p;
         return "other";
     }
 
-    static void send_error(HttpResponder& res, const ApiError& e) {
-        if (res.answered()) return;
-        res.respond(e.status, "application/json", server::dump(server::error_json(e)));
+    static void send_error(Response& res, const ApiError& e) {
+        res.status = e.status;
+        res.set_content(server::dump(server::error_json(e)), "application/json");
     }
 
-    void need_method(const HttpRequest& req, const char* method) {
-        if (req.method != method)
-            throw ApiError(405, "use " + std::string(method) + " for " + req.path, "", "method_not_allowed");
-    }
-
-    int dispatch(const HttpRequest& req, HttpResponder& res) {
+    static int unrouted(const Request& req, Response&) {
         const std::string& p = req.path;
-        if (p == "/health") {
-            need_method(req, "GET");
-            nlohmann::json j{{"status", "ok"}, {"model", info_.model_id}, {"queue_depth", sched_.queue_depth()}};
-            res.respond(200, "application/json", server::dump(j));
-            return 200;
-        }
-        if (p == "/v1/models") {
-            need_method(req, "GET");
-            res.respond(200, "application/json", server::dump(server::models_json(info_, created_)));
-            return 200;
-        }
-        if (p == "/metrics") {
-            need_method(req, "GET");
-            res.respond(200, "text/plain; version=0.0.4; charset=utf-8", metrics_.render());
-            return 200;
-        }
-        if (p == "/v1/chat/completions") {
-            need_method(req, "POST");
-            return generate(Endpoint::Chat, req, res);
-        }
-        if (p == "/v1/completions") {
-            need_method(req, "POST");
-            return generate(Endpoint::Completion, req, res);
-        }
+        for (const char* get : {"/health", "/v1/models", "/metrics"})
+            if (p == get) throw ApiError(405, "use GET for " + p, "", "method_not_allowed");
+        for (const char* post : {"/v1/chat/completions", "/v1/completions"})
+            if (p == post) throw ApiError(405, "use POST for " + p, "", "method_not_allowed");
         throw ApiError(404, "no route for " + req.method + " " + p, "", "not_found");
     }
 
     // Validates, tokenizes and queues one request; answers it (JSON or SSE).
-    int generate(Endpoint ep, const HttpRequest& req, HttpResponder& res) {
+    int generate(Endpoint ep, const Request& req, Response& res) {
         server::ParsedRequest pr = server::parse_request(ep, req.body, info_);
         if (pr.spec.method != "ar")  // parse_request admits only available methods
             throw ApiError(400, "method " + pr.spec.method + " not available", "specdec.method",
@@ -167,18 +207,23 @@ private:
         }
         const std::string id = (ep == Endpoint::Chat ? "chatcmpl-" : "cmpl-") + random_hex(24);
         const int64_t created = std::time(nullptr);
-        return pr.stream ? stream(ep, pr, id, created, *channel, res) : collect(ep, id, created, *channel, res);
+        if (pr.stream) return stream(ep, pr, id, created, std::move(channel), req, res);
+        return collect(ep, id, created, *channel, req, res);
     }
 
-    int collect(Endpoint ep, const std::string& id, int64_t created, server::JobChannel& ch, HttpResponder& res) {
+    int collect(Endpoint ep, const std::string& id, int64_t created, server::JobChannel& ch, const Request& req,
+                Response& res) {
+        const int fd = server::request_socket(req);
         std::string text;
         while (true) {
             auto ev = ch.pop(std::chrono::milliseconds(100));
             // Checked on every event too: text keeps arriving, so a timeout
             // alone would never notice a client that gave up.
-            if ((!ev || ev->kind == JobEvent::Text) && res.peer_closed()) {
+            if ((!ev || ev->kind == JobEvent::Text) && server::peer_closed(fd)) {
                 ch.cancel();
-                return 499;  // nginx's "client closed request"
+                res.status = 499;  // nginx's "client closed request"; nobody reads it
+                res.set_header("Connection", "close");
+                return 499;
             }
             if (!ev) continue;
             if (ev->kind == JobEvent::Text) {
@@ -191,52 +236,83 @@ private:
             const auto j = ep == Endpoint::Chat
                                ? server::chat_response(id, created, info_.model_id, text, ev->finish_reason, u)
                                : server::completion_response(id, created, info_.model_id, text, ev->finish_reason, u);
-            res.respond(200, "application/json", server::dump(j));
+            res.status = 200;
+            res.set_content(server::dump(j), "application/json");
             return 200;
         }
     }
 
+    static std::string chunk(const StreamState& st, const std::string& text, const std::string& finish,
+                             bool role = false) {
+        return server::sse_event(st.ep == Endpoint::Chat
+                                     ? server::chat_chunk(st.id, st.created, st.model, text, finish, role)
+                                     : server::completion_chunk(st.id, st.created, st.model, text, finish));
+    }
+
+    // Answers with an SSE stream that httplib pulls from the job's channel
+    // after this returns. A write that fails, or a hang-up seen while waiting,
+    // ends the stream (the provider returns false and httplib drops the
+    // connection); the releaser then cancels the job and records the status.
     int stream(Endpoint ep, const server::ParsedRequest& pr, const std::string& id, int64_t created,
-               server::JobChannel& ch, HttpResponder& res) {
-        const std::string& model = info_.model_id;
-        auto chunk = [&](const std::string& text, const std::string& finish, bool role = false) {
-            return server::sse_event(ep == Endpoint::Chat ? server::chat_chunk(id, created, model, text, finish, role)
-                                                          : server::completion_chunk(id, created, model, text, finish));
-        };
-        auto gone = [&] {
-            ch.cancel();
-            return 499;
-        };
-        if (!res.begin_stream(200, "text/event-stream")) return gone();
-        if (ep == Endpoint::Chat && !res.write_chunk(chunk("", "", true))) return gone();
-        while (true) {
-            auto ev = ch.pop(std::chrono::milliseconds(100));
-            if (!ev) {
-                if (res.peer_closed()) return gone();
-                continue;
-            }
-            if (ev->kind == JobEvent::Text) {
-                if (!res.write_chunk(chunk(ev->text, ""))) return gone();
-                continue;
-            }
-            if (ev->kind == JobEvent::Failed) {
-                // The status line is gone already: report in the stream, as OpenAI does.
-                res.write_chunk(server::sse_event(
-                    server::error_json(ApiError(ev->status, ev->message, "", "", "server_error"))));
-                res.write_chunk("data: [DONE]\n\n");
-                res.end_stream();
-                return ev->status;
-            }
-            if (!ev->text.empty() && !res.write_chunk(chunk(ev->text, ""))) return gone();
-            std::string tail = chunk("", ev->finish_reason);
-            if (pr.include_usage)
-                tail += server::sse_event(
-                    server::usage_chunk(ep, id, created, model, server::Usage{ev->n_prompt, ev->n_generated}));
-            tail += "data: [DONE]\n\n";
-            if (!res.write_chunk(tail)) return gone();
-            res.end_stream();
-            return 200;
-        }
+               std::shared_ptr<server::JobChannel> channel, const Request& req, Response& res) {
+        auto st = std::make_shared<StreamState>();
+        st->ep = ep;
+        st->endpoint = ep == Endpoint::Chat ? "/v1/chat/completions" : "/v1/completions";
+        st->id = id;
+        st->model = info_.model_id;
+        st->created = created;
+        st->include_usage = pr.include_usage;
+        st->channel = std::move(channel);
+        st->fd = server::request_socket(req);
+        server::disable_response_compression(req);
+        res.status = 200;
+        res.set_header("Cache-Control", "no-cache");
+        res.set_chunked_content_provider(
+            "text/event-stream",
+            [st](size_t, httplib::DataSink& sink) {
+                auto& ch = *st->channel;
+                if (st->ep == Endpoint::Chat && !st->role_sent) {
+                    st->role_sent = true;
+                    const std::string c = chunk(*st, "", "", true);
+                    return sink.write(c.data(), c.size());
+                }
+                auto ev = ch.pop(std::chrono::milliseconds(100));
+                if (!ev) return !server::peer_closed(st->fd);
+                std::string out;
+                if (ev->kind == JobEvent::Text) {
+                    out = chunk(*st, ev->text, "");
+                    return sink.write(out.data(), out.size());
+                }
+                if (ev->kind == JobEvent::Failed) {
+                    // The status line is gone already: report in the stream, as OpenAI does.
+                    out = server::sse_event(
+                        server::error_json(ApiError(ev->status, ev->message, "", "", "server_error")));
+                    st->status = ev->status;
+                } else {
+                    if (!ev->text.empty()) out = chunk(*st, ev->text, "");
+                    out += chunk(*st, "", ev->finish_reason);
+                    if (st->include_usage)
+                        out += server::sse_event(server::usage_chunk(st->ep, st->id, st->created, st->model,
+                                                                     server::Usage{ev->n_prompt, ev->n_generated}));
+                    st->status = 200;
+                }
+                out += "data: [DONE]\n\n";
+                if (!sink.write(out.data(), out.size())) {
+                    st->status = 499;
+                    return false;
+                }
+                st->finished = true;
+                sink.done();
+                return true;
+            },
+            [st, this](bool) {
+                if (!st->finished) {
+                    st->channel->cancel();
+                    st->status = 499;
+                }
+                metrics_.record_request(st->endpoint, st->status);
+            });
+        return kDeferred;
     }
 
     runtime::Engine& engine_;
@@ -252,14 +328,15 @@ private:
 int cmd_serve(int argc, char** argv) {
     CLI::App app{"OpenAI-compatible HTTP server with continuous batching", "specdec serve"};
     std::string model, draft, method = "ar", api_key;
-    server::HttpServerOptions hopts;
+    std::string host = "127.0.0.1";
+    int port = 8080;
     server::SchedulerOptions sopts;
     runtime::EngineOptions eopts;
     app.add_option("-m,--model", model, "target GGUF file or model name (default: the manifest's default)");
     app.add_option("-d,--draft", draft, "draft GGUF file or model name (speculative methods)");
     app.add_option("--method", method, "default speculation method (available now: ar)");
-    app.add_option("--host", hopts.host, "address to bind (default loopback)");
-    app.add_option("--port", hopts.port, "port (0: pick a free one and print it)")->check(CLI::Range(0, 65535));
+    app.add_option("--host", host, "address to bind (default loopback)");
+    app.add_option("--port", port, "port (0: pick a free one and print it)")->check(CLI::Range(0, 65535));
     app.add_option("--api-key", api_key, "require 'Authorization: Bearer KEY' (default: $SPECDEC_API_KEY)");
     app.add_option("--max-batch", sopts.max_batch, "sequences decoded together")->check(CLI::Range(1, 256));
     app.add_option("--max-queue", sopts.max_queue, "requests waiting beyond the batch before 429")
@@ -296,11 +373,20 @@ int cmd_serve(int argc, char** argv) {
     server::Metrics metrics;
     server::BatchScheduler sched(*engine, sopts, metrics);
     Server srv(*engine, sched, metrics, info, api_key);
-    // Every waiting or running request holds a connection; leave room for
+    httplib::Server http;
+    srv.install(http);
+    // Every waiting or running request holds a worker thread; leave room for
     // /health, /metrics and the 429 answers themselves.
-    hopts.max_connections = sopts.max_batch + sopts.max_queue + 32;
-    server::HttpServer http(hopts, [&srv](const HttpRequest& rq, HttpResponder& rs) { srv.handle(rq, rs); });
-    http.bind();
+    const size_t max_threads = (size_t)sopts.max_batch + (size_t)sopts.max_queue + 32;
+    http.new_task_queue = [max_threads] { return new server::GrowingTaskQueue(max_threads); };
+    http.set_payload_max_length(16u << 20);
+    http.set_read_timeout(10);  // per read: a stalled client frees its thread
+    http.set_write_timeout(10);  // a client that stops reading its stream is dropped
+    http.set_keep_alive_timeout(5);
+    http.set_keep_alive_max_count(1000);
+    http.set_tcp_nodelay(true);  // SSE tokens go out at once
+    const int bound = port == 0 ? http.bind_to_any_port(host) : (http.bind_to_port(host, port) ? port : -1);
+    SPECDEC_CHECK(bound > 0, "cannot listen on ", host, ":", port, " (address unavailable or in use)");
 
     struct sigaction sa {};
     sa.sa_handler = on_signal;
@@ -308,18 +394,31 @@ int cmd_serve(int argc, char** argv) {
     sigaction(SIGINT, &sa, nullptr);
     sigaction(SIGTERM, &sa, nullptr);
     std::signal(SIGPIPE, SIG_IGN);
-    g_server.store(&http);
+
+    // On a signal: fail waiting and running requests (their handlers answer
+    // and return, new ones get 503), then stop accepting; listen_after_bind
+    // returns once every connection's thread has finished.
+    std::atomic<bool> serving_done{false};
+    std::thread watcher([&] {
+        while (!g_signalled.load() && !serving_done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        if (serving_done.load()) return;
+        std::fprintf(stderr, "specdec serve: shutting down\n");
+        sched.stop();
+        // stop() before the accept loop runs would be lost.
+        while (!http.is_running() && !serving_done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        http.stop();
+    });
 
     sched.start();
     std::fprintf(stderr, "specdec serve: listening on http://%s:%d (model %s, ctx %d, max batch %d, queue %d, %d threads%s)\n",
-                 hopts.host.c_str(), http.port(), info.model_id.c_str(), engine->n_ctx(), sopts.max_batch,
-                 sopts.max_queue, (int)engine->pool().size(), api_key.empty() ? "" : ", API key required");
+                 host.c_str(), bound, info.model_id.c_str(), engine->n_ctx(), sopts.max_batch, sopts.max_queue,
+                 (int)engine->pool().size(), api_key.empty() ? "" : ", API key required");
     std::fflush(stderr);
-    http.run();
-    g_server.store(nullptr);
-    std::fprintf(stderr, "specdec serve: shutting down\n");
-    sched.stop();  // fails waiting and running requests so their handlers return
-    return 0;
+    const bool ok = http.listen_after_bind();
+    serving_done.store(true);
+    watcher.join();
+    sched.stop();  // idempotent; fails whatever is left
+    return ok || g_signalled.load() ? 0 : 1;
 }
 
 }  // namespace specdec::cli

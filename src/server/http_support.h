@@ -1,0 +1,65 @@
+// What `specdec serve` adds around Debian's cpp-httplib (0.11.4): a thread
+// pool that grows on demand up to a bound, a "has this request's client hung
+// up?" check, and OpenAI-shaped bodies for the errors httplib answers itself.
+#pragma once
+
+#include <httplib.h>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace specdec::server {
+
+// httplib::TaskQueue with at most `max_threads` workers, started only when a
+// connection arrives and none is idle (httplib's ThreadPool starts all of
+// them up front, and each waiting or generating request holds one).
+// Connections beyond the bound wait here until a worker frees up.
+class GrowingTaskQueue : public httplib::TaskQueue {
+public:
+    explicit GrowingTaskQueue(size_t max_threads) : max_threads_(max_threads < 1 ? 1 : max_threads) {}
+    ~GrowingTaskQueue() override { shutdown(); }
+    void enqueue(std::function<void()> fn) override;
+    // Runs what is queued, then joins every worker.
+    void shutdown() override;
+    size_t threads() const;
+
+private:
+    void work();
+
+    const size_t max_threads_;
+    mutable std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<std::function<void()>> jobs_;
+    std::vector<std::thread> threads_;
+    size_t idle_ = 0;
+    bool shutdown_ = false;
+};
+
+// The connected socket a request arrived on, or -1 if it cannot be found.
+// httplib 0.11.4 has no Request::is_connection_closed and does not hand the
+// socket to handlers, so it is looked up among the process's descriptors by
+// the request's local and remote address and port. Call it from the handler
+// (or a content provider) of that request: httplib keeps the socket open
+// until they return, so the descriptor stays the request's meanwhile.
+int request_socket(const httplib::Request& req);
+
+// Non-blocking: true when the peer of connected socket `fd` has closed its
+// side or the connection broke (pipelined bytes mean it is still there).
+// False for fd < 0.
+bool peer_closed(int fd);
+
+// Keeps httplib from compressing this request's response. 0.11.4 gzips
+// text/event-stream too, and its compressor holds the data back until the
+// stream ends, which would defeat streaming.
+void disable_response_compression(const httplib::Request& req);
+
+// OpenAI error JSON for a status httplib produced itself (400 for a bad
+// request line, 413 for a body over the limit, 404, ...).
+std::string http_error_json(int status);
+
+}  // namespace specdec::server
