@@ -22,32 +22,49 @@ inline int nearest_int(float f) {
 
 }  // namespace
 
+// Q8_0 / Q8_1 follow ggml's x86 SIMD quantize_row_q8_0/q8_1 (arch/x86/quants.c),
+// which is what llama.cpp runs on any AVX/AVX2/AVX-512 CPU, not the generic
+// quantize_row_q8_0_ref: the multiplier is id = 127/amax (one rounding; the
+// reference's 1/(amax/127) has two and differs in the last bit), and x*id is
+// rounded half to even (_mm256_round_ps(_MM_ROUND_NEAREST)), not half away
+// from zero like roundf. Either difference flips an activation quant now and
+// then (always on exact .5 ties), and each flip moves a logit. Every path of
+// ours (scalar reference included) consumes these bytes, so they all match.
+namespace {
+
+// amax of a 32-block, d = amax/127, id = 127/amax (0 for an all-zero block).
+inline void q8_block_scale(const float* x, float* d, float* id) {
+    float amax = 0.0f;
+    for (int j = 0; j < QK; ++j) amax = std::max(amax, std::fabs(x[j]));
+    *d = amax / 127.0f;
+    *id = amax != 0.0f ? 127.0f / amax : 0.0f;
+}
+
+}  // namespace
+
 void quantize_row_q8_0(const float* x, void* dst, int64_t n) {
     auto* y = static_cast<BlockQ8_0*>(dst);
     for (int64_t b = 0; b < n / QK; ++b, x += QK) {
-        float amax = 0.0f;
-        for (int j = 0; j < QK; ++j) amax = std::max(amax, std::fabs(x[j]));
-        const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        float d, id;
+        q8_block_scale(x, &d, &id);
         y[b].d = fp32_to_fp16(d);
-        for (int j = 0; j < QK; ++j) y[b].qs[j] = (int8_t)std::roundf(x[j] * id);
+        for (int j = 0; j < QK; ++j) y[b].qs[j] = (int8_t)nearest_int(x[j] * id);
     }
 }
 
 void quantize_row_q8_1(const float* x, void* dst, int64_t n) {
     auto* y = static_cast<BlockQ8_1*>(dst);
     for (int64_t b = 0; b < n / QK; ++b, x += QK) {
-        float amax = 0.0f;
-        for (int j = 0; j < QK; ++j) amax = std::max(amax, std::fabs(x[j]));
-        const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        float d, id;
+        q8_block_scale(x, &d, &id);
         y[b].d = fp32_to_fp16(d);
         int sum = 0;
         for (int j = 0; j < QK; ++j) {
-            y[b].qs[j] = (int8_t)std::roundf(x[j] * id);
+            y[b].qs[j] = (int8_t)nearest_int(x[j] * id);
             sum += y[b].qs[j];
         }
-        // ggml scales the integer sum by the float d, not the fp16-rounded one.
+        // ggml scales the integer sum by the float d, not the fp16-rounded one
+        // (the dots then read s back as fp16, like d).
         y[b].s = fp32_to_fp16((float)sum * d);
     }
 }
@@ -132,24 +149,35 @@ bool has_extras(TensorType w) {
 
 }  // namespace
 
-size_t act_extras_offset(int64_t n) {
-    // Blocks of 34 or 36 bytes; round up so the float arrays are 16-byte aligned.
-    return ((size_t)(n / QK) * sizeof(BlockQ8_1) + 15) & ~(size_t)15;
+namespace {
+
+constexpr size_t align32(size_t v) { return (v + 31) & ~(size_t)31; }
+
+}  // namespace
+
+ActExtrasLayout act_extras_layout(TensorType w, int64_t n) {
+    ActExtrasLayout l;
+    l.end = act_row_bytes(w, n);
+    if (!has_extras(w)) return l;
+    const size_t nb = (size_t)(n / QK);
+    l.d_offset = align32(l.end);
+    l.e_offset = align32(l.d_offset + nb * sizeof(float));
+    const bool q8_1 = dot_type_for(w) == TensorType::Q8_1;
+    l.end = l.e_offset + nb * (q8_1 ? sizeof(float) : 8 * sizeof(int32_t));
+    return l;
 }
 
-size_t act_row_bytes_ext(TensorType w, int64_t n) {
-    if (!has_extras(w)) return act_row_bytes(w, n);
-    return act_extras_offset(n) + 2 * (size_t)(n / QK) * sizeof(float);
-}
+size_t act_row_bytes_ext(TensorType w, int64_t n) { return act_extras_layout(w, n).end; }
 
 void add_act_row_extras(TensorType w, void* row, int64_t n) {
     if (!has_extras(w)) return;
     const int64_t nb = n / QK;
+    const ActExtrasLayout l = act_extras_layout(w, n);
     auto* base = static_cast<uint8_t*>(row);
-    auto* d = reinterpret_cast<float*>(base + act_extras_offset(n));  // (nb)
+    auto* d = reinterpret_cast<float*>(base + l.d_offset);  // (nb)
     if (dot_type_for(w) == TensorType::Q8_1) {
         const auto* y = static_cast<const BlockQ8_1*>(row);
-        auto* s = d + nb;  // (nb) float
+        auto* s = reinterpret_cast<float*>(base + l.e_offset);  // (nb)
         for (int64_t b = 0; b < nb; ++b) {
             d[b] = fp16_to_fp32(y[b].d);
             s[b] = fp16_to_fp32(y[b].s);
@@ -158,12 +186,13 @@ void add_act_row_extras(TensorType w, void* row, int64_t n) {
     }
     const int offset = w == TensorType::Q4_0 ? 8 : w == TensorType::Q5_0 ? 16 : 128;
     const auto* y = static_cast<const BlockQ8_0*>(row);
-    auto* e = reinterpret_cast<int32_t*>(d + nb);  // (nb) int32
+    auto* e = reinterpret_cast<int32_t*>(base + l.e_offset);  // (nb, 8)
     for (int64_t b = 0; b < nb; ++b) {
         d[b] = fp16_to_fp32(y[b].d);
-        int sum = 0;
-        for (int j = 0; j < QK; ++j) sum += y[b].qs[j];
-        e[b] = -offset * sum;
+        for (int i = 0; i < 8; ++i) {
+            const int8_t* q = y[b].qs + 4 * i;
+            e[8 * b + i] = -offset * (q[0] + q[1] + q[2] + q[3]);
+        }
     }
 }
 

@@ -11,7 +11,9 @@
 
 namespace specdec::kernels {
 
-// x (n) -> n/32 BlockQ8_0: d = amax/127, q = roundf(x / d)  (ggml's q8_0 reference).
+// x (n) -> n/32 BlockQ8_0: d = amax/127, q = round_half_even(x * (127/amax)):
+// ggml's x86 SIMD quantize_row_q8_0 (what llama.cpp runs here), not its
+// generic reference (roundf(x * (1/d))); see quantize_act.cpp.
 void quantize_row_q8_0(const float* x, void* dst, int64_t n);
 // x (n) -> n/32 BlockQ8_1: as Q8_0, plus s = fp16(d * sum(q)).
 void quantize_row_q8_1(const float* x, void* dst, int64_t n);
@@ -34,14 +36,22 @@ void quantize_act_row(TensorType w, const float* x, void* dst, int64_t n);
 
 // SIMD kernels of the 32-element types also read per-block values that would
 // otherwise be recomputed for every weight row. They follow the blocks in the
-// same row buffer (the scalar reference never reads them):
-//   at act_extras_offset(n): float d[n/32]   (the block scales as float)
-//   then                     int32 e[n/32]   Q4_0/Q5_0/Q8_0: -offset * sum(q),
-//                                            offset = 8/16/128, the bias that
-//                                            makes the weights unsigned
-//                            float e[n/32]   Q4_1/Q5_1: the fp16 s as float
+// same row buffer (the scalar reference never reads them); see
+// act_extras_layout for where:
+//   float d[n/32]            the block scales as float (fp16-rounded, as ggml uses)
+//   Q4_0/Q5_0/Q8_0: int32 e[n/32][8]  per int32 lane i of the block's integer
+//            dot (bytes 4i..4i+3): -offset * (a[4i] + .. + a[4i+3]),
+//            offset = 8/16/128 the bias that makes the weights unsigned. Per
+//            lane, so each lane holds exactly ggml's integer (whose float
+//            rounding then matches, see vec_dot_scalar.cpp)
+//   Q4_1/Q5_1:      float e[n/32]     the fp16 s as float
 // act_row_bytes_ext covers blocks and extras; for other types it equals act_row_bytes.
-size_t act_extras_offset(int64_t n);
+struct ActExtrasLayout {
+    size_t d_offset = 0;  // bytes from the row start to d
+    size_t e_offset = 0;  // bytes from the row start to e (32-byte aligned)
+    size_t end = 0;       // act_row_bytes_ext
+};
+ActExtrasLayout act_extras_layout(TensorType w, int64_t n);
 size_t act_row_bytes_ext(TensorType w, int64_t n);
 // Fills the extras of a row already written by quantize_act_row.
 void add_act_row_extras(TensorType w, void* row, int64_t n);

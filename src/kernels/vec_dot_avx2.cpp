@@ -10,6 +10,7 @@
 // serves every activation row of it (register blocking).
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstring>
 #include <type_traits>
 
@@ -55,6 +56,13 @@ inline float hsum(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
+// (m0+m2) + (m1+m3), as ggml reduces its 4-lane min accumulator.
+inline float hsum4(__m128 m) {
+    m = _mm_add_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_add_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
 inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
 // 16 packed nibbles -> 32 bytes: low nibbles are elements 0..15, high 16..31.
@@ -89,13 +97,14 @@ inline __m256i load256(const void* p) {
 struct ActRow {
     const int8_t* qs;  // block b's quants at qs + b * block_bytes
     const float* d;    // (nb) block scales
-    const void* e;     // (nb) int32 bias terms (Q8_0) or float s (Q8_1)
+    const void* e;     // (nb, 8) int32 lane bias terms (Q8_0) or (nb) float s (Q8_1)
 };
 
 template <class ActBlock>
-inline ActRow act_row(const uint8_t* row, int64_t n_in) {
-    const auto* d = reinterpret_cast<const float*>(row + act_extras_offset(n_in));
-    return {reinterpret_cast<const ActBlock*>(row)->qs, d, d + n_in / QK};
+inline ActRow act_row(const uint8_t* row, TensorType wt, int64_t n_in) {
+    const ActExtrasLayout l = act_extras_layout(wt, n_in);
+    return {reinterpret_cast<const ActBlock*>(row)->qs,
+            reinterpret_cast<const float*>(row + l.d_offset), row + l.e_offset};
 }
 
 // Decoders return the 32 weights of a block as bytes. Unsigned ones are the
@@ -104,11 +113,13 @@ inline ActRow act_row(const uint8_t* row, int64_t n_in) {
 // |w| * sign(a, w) instead.
 struct DecQ4_0 {
     using Block = BlockQ4_0;
+    static constexpr TensorType kType = TensorType::Q4_0;
     static constexpr bool kSigned = false;
     static __m256i decode(const Block& b) { return unpack_nibbles32(b.qs); }
 };
 struct DecQ5_0 {
     using Block = BlockQ5_0;
+    static constexpr TensorType kType = TensorType::Q5_0;
     static constexpr bool kSigned = false;
     static __m256i decode(const Block& b) {
         const __m256i hi = _mm256_and_si256(bits_to_bytes32(b.qh), _mm256_set1_epi8(0x10));
@@ -117,6 +128,7 @@ struct DecQ5_0 {
 };
 struct DecQ8_0 {
     using Block = BlockQ8_0;
+    static constexpr TensorType kType = TensorType::Q8_0;
 #if defined(SPECDEC_VEC_DOT_VNNI)
     static constexpr bool kSigned = false;  // vpdpbusd sums in int32: no saturation
     static __m256i decode(const Block& b) {
@@ -135,7 +147,7 @@ void dot_q8_0_family(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_
     ActRow ys[NT];
     __m256 acc[NT];
     for (int t = 0; t < NT; ++t) {
-        ys[t] = act_row<BlockQ8_0>(a + (size_t)t * a_stride, n_in);
+        ys[t] = act_row<BlockQ8_0>(a + (size_t)t * a_stride, Dec::kType, n_in);
         acc[t] = _mm256_setzero_ps();
     }
     for (int64_t b = 0; b < n_in / QK; ++b) {
@@ -148,9 +160,10 @@ void dot_q8_0_family(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_
                 p = dot_u8s8(_mm256_setzero_si256(), _mm256_sign_epi8(q, q),
                              _mm256_sign_epi8(yq, q));
             } else {
-                // Start from the bias term in lane 0: sum((w+off)*a) - off*sum(a).
-                const int32_t e = static_cast<const int32_t*>(ys[t].e)[b];
-                p = dot_u8s8(_mm256_zextsi128_si256(_mm_cvtsi32_si128(e)), q, yq);
+                // Start from each lane's bias: sum((w+off)*a) - off*sum(a) per
+                // 4 bytes, which is ggml's lane integer sum((w)*a) exactly.
+                const __m256i e = load256(static_cast<const int32_t*>(ys[t].e) + 8 * b);
+                p = dot_u8s8(e, q, yq);
             }
             const __m256 d = _mm256_mul_ps(dx, _mm256_broadcast_ss(ys[t].d + b));
             acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[t]);
@@ -162,10 +175,12 @@ void dot_q8_0_family(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_
 // Unsigned weights with a min (Q4_1, Q5_1) against Q8_1: d*sum(q*a) + m*s.
 struct DecQ4_1 {
     using Block = BlockQ4_1;
+    static constexpr TensorType kType = TensorType::Q4_1;
     static __m256i decode(const Block& b) { return unpack_nibbles32(b.qs); }
 };
 struct DecQ5_1 {
     using Block = BlockQ5_1;
+    static constexpr TensorType kType = TensorType::Q5_1;
     static __m256i decode(const Block& b) {
         const __m256i hi = _mm256_and_si256(bits_to_bytes32(b.qh), _mm256_set1_epi8(0x10));
         return _mm256_or_si256(unpack_nibbles32(b.qs), hi);
@@ -180,7 +195,7 @@ void dot_q8_1_family(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_
     __m256 acc[NT];
     float summ[NT];
     for (int t = 0; t < NT; ++t) {
-        ys[t] = act_row<BlockQ8_1>(a + (size_t)t * a_stride, n_in);
+        ys[t] = act_row<BlockQ8_1>(a + (size_t)t * a_stride, Dec::kType, n_in);
         acc[t] = _mm256_setzero_ps();
         summ[t] = 0.0f;
     }
@@ -193,7 +208,7 @@ void dot_q8_1_family(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_
             const __m256i p = dot_u8s8(_mm256_setzero_si256(), q, yq);
             const __m256 d = _mm256_mul_ps(dx, _mm256_broadcast_ss(ys[t].d + b));
             acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[t]);
-            summ[t] += mx * static_cast<const float*>(ys[t].e)[b];
+            summ[t] = std::fma(mx, static_cast<const float*>(ys[t].e)[b], summ[t]);  // as ggml (contracted)
         }
     }
     for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]) + summ[t];
@@ -228,15 +243,17 @@ void dot_q45_K(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride
     const auto* x = reinterpret_cast<const Block*>(w);
     const BlockQ8_K* ys[NT];
     __m256 acc[NT];
+    __m128 acc_m[NT];
     for (int t = 0; t < NT; ++t) {
         ys[t] = reinterpret_cast<const BlockQ8_K*>(a + (size_t)t * a_stride);
         acc[t] = _mm256_setzero_ps();
+        acc_m[t] = _mm_setzero_ps();
     }
     const __m256i low4 = _mm256_set1_epi8(0x0F);
     for (int64_t b = 0; b < n_in / QK_K; ++b) {
         const __m128i sm = k4_scales_mins(x[b].scales);  // 8 scales, 8 mins (u8)
-        // mins as 16 int16 with m[j] in lanes 2j, 2j+1, matching the 16 bsums
-        const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm));
+        // mins as 8 int16, against the 8 sub-block sums of the bsums (4 lanes, as ggml)
+        const __m128i mins = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm));
         // scales as 8 int16, in both 128-bit halves
         const __m256i sc2 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
         __m256i sumi[NT];
@@ -267,13 +284,23 @@ void dot_q45_K(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride
         }
         const float dx = h2f(x[b].d), dmx = h2f(x[b].dmin);
         for (int t = 0; t < NT; ++t) {
-            const __m256i pm = _mm256_madd_epi16(load256(ys[t][b].bsums), mins);
+            const __m256i bs = load256(ys[t][b].bsums);
+            const __m128i bs8 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+            const __m128i pm = _mm_madd_epi16(mins, bs8);
             const float yd = ys[t][b].d;
-            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dx * yd), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
-            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(-dmx * yd), _mm256_cvtepi32_ps(pm), acc[t]);
+            if constexpr (HasHigh) {
+                // ggml's Q5_K: one integer per super-block, into a scalar sum
+                // (kept in lane 0 of acc_m; hsum4 of (s, 0, 0, 0) is s).
+                const __m128i h = _mm_add_epi32(pm, _mm_unpackhi_epi64(pm, pm));  // m0+m2, m1+m3
+                const int32_t msum = _mm_cvtsi128_si32(h) + _mm_extract_epi32(h, 1);
+                acc_m[t] = _mm_set_ss(std::fma(-yd * dmx, (float)msum, _mm_cvtss_f32(acc_m[t])));
+            } else {
+                acc_m[t] = _mm_fmadd_ps(_mm_set1_ps(-yd * dmx), _mm_cvtepi32_ps(pm), acc_m[t]);
+            }
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(yd * dx), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
         }
     }
-    for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
+    for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]) + hsum4(acc_m[t]);
 }
 
 // 4 int16 shuffle indices selecting word w.

@@ -1,6 +1,8 @@
 // Scalar reference dot products: the definition every SIMD kernel is tested
-// against. Integer parts are exact; block scales are applied as ggml's generic
-// code does (per block, float).
+// against. Integer parts are exact; the float parts follow ggml's x86 SIMD
+// vec_dot operation by operation (see below), so results are bit-identical to
+// llama.cpp's on this machine and to our SIMD kernels.
+#include <cmath>
 #include <cstring>
 
 #include "core/fp16.h"
@@ -43,168 +45,211 @@ float vec_dot_bf16(int64_t n, const void* w, const void* a) {
     return (float)s;
 }
 
-float vec_dot_q4_0_q8_0(int64_t n, const void* w, const void* a) {
-    const auto* x = static_cast<const BlockQ4_0*>(w);
-    const auto* y = static_cast<const BlockQ8_0*>(a);
-    float sumf = 0.0f;
-    for (int64_t b = 0; b < n / QK; ++b) {
-        int sumi = 0;
-        for (int j = 0; j < QK / 2; ++j) {
-            sumi += ((x[b].qs[j] & 0xF) - 8) * y[b].qs[j];
-            sumi += ((x[b].qs[j] >> 4) - 8) * y[b].qs[j + QK / 2];
-        }
-        sumf += (float)sumi * fp16_to_fp32(x[b].d) * fp16_to_fp32(y[b].d);
-    }
-    return sumf;
+// ---- ggml's x86 accumulation order ----------------------------------------------
+//
+// The integer parts of a dot are exact in any order, but its float parts are
+// not, and real activations have outliers (|x| in the thousands) whose block
+// terms cancel to a result 1e4 times smaller: summing them in another order
+// moves outputs by 1e-2 relative and logits by tenths. So the scalar
+// reference reproduces the float operations of ggml's AVX2/AVX-512 vec_dot
+// (arch/x86/quants.c, what llama.cpp runs here) exactly, and the SIMD kernels
+// compute the same integer lanes, so every path gives ggml's bits:
+//   * 8 int32 lanes per block; lane i of a 32-byte chunk covers bytes 4i..4i+3;
+//   * acc[i] = fma(d_block, (float)lane[i], acc[i]), block by block;
+//   * hsum8: (a0+a4 + a2+a6) + (a1+a5 + a3+a7), as hsum_float_8;
+//   * min terms (Q4_1/Q5_1: m*s, fused; K-quants: 4 lanes) accumulated apart
+//     and added last.
+
+namespace {
+
+inline float hsum8(const float a[8]) {
+    float r[4];
+    for (int i = 0; i < 4; ++i) r[i] = a[i + 4] + a[i];
+    return (r[0] + r[2]) + (r[1] + r[3]);
 }
 
-float vec_dot_q4_1_q8_1(int64_t n, const void* w, const void* a) {
-    const auto* x = static_cast<const BlockQ4_1*>(w);
+inline float hsum4(const float m[4]) { return (m[0] + m[2]) + (m[1] + m[3]); }
+
+inline void fma_lanes(float acc[8], float d, const int32_t lanes[8]) {
+    for (int i = 0; i < 8; ++i) acc[i] = std::fma(d, (float)lanes[i], acc[i]);
+}
+
+// Signed weight values of a 32-block in element order.
+inline void legacy_values(const BlockQ4_0& b, int v[32]) {
+    for (int j = 0; j < 16; ++j) {
+        v[j] = (b.qs[j] & 0xF) - 8;
+        v[j + 16] = (b.qs[j] >> 4) - 8;
+    }
+}
+inline void legacy_values(const BlockQ4_1& b, int v[32]) {
+    for (int j = 0; j < 16; ++j) {
+        v[j] = b.qs[j] & 0xF;
+        v[j + 16] = b.qs[j] >> 4;
+    }
+}
+inline void legacy_values(const BlockQ5_0& b, int v[32]) {
+    const uint32_t qh = load_u32(b.qh);
+    for (int j = 0; j < 16; ++j) {
+        v[j] = ((b.qs[j] & 0xF) | (int)(((qh >> j) & 1u) << 4)) - 16;
+        v[j + 16] = ((b.qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1u) << 4)) - 16;
+    }
+}
+inline void legacy_values(const BlockQ5_1& b, int v[32]) {
+    const uint32_t qh = load_u32(b.qh);
+    for (int j = 0; j < 16; ++j) {
+        v[j] = (b.qs[j] & 0xF) | (int)(((qh >> j) & 1u) << 4);
+        v[j + 16] = (b.qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1u) << 4);
+    }
+}
+inline void legacy_values(const BlockQ8_0& b, int v[32]) {
+    for (int j = 0; j < 32; ++j) v[j] = b.qs[j];
+}
+
+inline void lanes32(const int v[32], const int8_t* a, int32_t lanes[8]) {
+    for (int i = 0; i < 8; ++i) {
+        lanes[i] = 0;
+        for (int k = 4 * i; k < 4 * i + 4; ++k) lanes[i] += v[k] * a[k];
+    }
+}
+
+// Q4_0/Q5_0/Q8_0 x Q8_0: sum_b fp16(dx)*fp16(dy) * lanes.
+template <class Block>
+float dot_legacy_q8_0(int64_t n, const void* w, const void* a) {
+    const auto* x = static_cast<const Block*>(w);
+    const auto* y = static_cast<const BlockQ8_0*>(a);
+    float acc[8] = {};
+    for (int64_t b = 0; b < n / QK; ++b) {
+        int v[32];
+        int32_t lanes[8];
+        legacy_values(x[b], v);
+        lanes32(v, y[b].qs, lanes);
+        fma_lanes(acc, fp16_to_fp32(x[b].d) * fp16_to_fp32(y[b].d), lanes);
+    }
+    return hsum8(acc);
+}
+
+// Q4_1/Q5_1 x Q8_1: d*lanes as above, plus the min term m * s (s = fp16 of
+// d_act * sum(q_act)) fused into its own sum, added last.
+template <class Block>
+float dot_legacy_q8_1(int64_t n, const void* w, const void* a) {
+    const auto* x = static_cast<const Block*>(w);
     const auto* y = static_cast<const BlockQ8_1*>(a);
-    float sumf = 0.0f;
+    float acc[8] = {};
+    float summs = 0.0f;
     for (int64_t b = 0; b < n / QK; ++b) {
-        int sumi = 0;
-        for (int j = 0; j < QK / 2; ++j) {
-            sumi += (x[b].qs[j] & 0xF) * y[b].qs[j];
-            sumi += (x[b].qs[j] >> 4) * y[b].qs[j + QK / 2];
-        }
-        // min term: m * sum(x_act) = m * s, with s = d_act * sum(q_act)
-        sumf += fp16_to_fp32(x[b].d) * fp16_to_fp32(y[b].d) * (float)sumi +
-                fp16_to_fp32(x[b].m) * fp16_to_fp32(y[b].s);
+        int v[32];
+        int32_t lanes[8];
+        legacy_values(x[b], v);
+        lanes32(v, y[b].qs, lanes);
+        summs = std::fma(fp16_to_fp32(x[b].m), fp16_to_fp32(y[b].s), summs);
+        fma_lanes(acc, fp16_to_fp32(x[b].d) * fp16_to_fp32(y[b].d), lanes);
     }
-    return sumf;
+    return hsum8(acc) + summs;
 }
 
-float vec_dot_q5_0_q8_0(int64_t n, const void* w, const void* a) {
-    const auto* x = static_cast<const BlockQ5_0*>(w);
-    const auto* y = static_cast<const BlockQ8_0*>(a);
-    float sumf = 0.0f;
-    for (int64_t b = 0; b < n / QK; ++b) {
-        const uint32_t qh = load_u32(x[b].qh);
-        int sumi = 0;
-        for (int j = 0; j < QK / 2; ++j) {
-            const int h0 = (int)((qh >> j) & 1u) << 4;
-            const int h1 = (int)((qh >> (j + 16)) & 1u) << 4;
-            sumi += (((x[b].qs[j] & 0xF) | h0) - 16) * y[b].qs[j];
-            sumi += (((x[b].qs[j] >> 4) | h1) - 16) * y[b].qs[j + QK / 2];
-        }
-        sumf += (float)sumi * fp16_to_fp32(x[b].d) * fp16_to_fp32(y[b].d);
-    }
-    return sumf;
-}
-
-float vec_dot_q5_1_q8_1(int64_t n, const void* w, const void* a) {
-    const auto* x = static_cast<const BlockQ5_1*>(w);
-    const auto* y = static_cast<const BlockQ8_1*>(a);
-    float sumf = 0.0f;
-    for (int64_t b = 0; b < n / QK; ++b) {
-        const uint32_t qh = load_u32(x[b].qh);
-        int sumi = 0;
-        for (int j = 0; j < QK / 2; ++j) {
-            const int h0 = (int)((qh >> j) & 1u) << 4;
-            const int h1 = (int)((qh >> (j + 16)) & 1u) << 4;
-            sumi += ((x[b].qs[j] & 0xF) | h0) * y[b].qs[j];
-            sumi += ((x[b].qs[j] >> 4) | h1) * y[b].qs[j + QK / 2];
-        }
-        sumf += fp16_to_fp32(x[b].d) * fp16_to_fp32(y[b].d) * (float)sumi +
-                fp16_to_fp32(x[b].m) * fp16_to_fp32(y[b].s);
-    }
-    return sumf;
-}
-
-float vec_dot_q8_0_q8_0(int64_t n, const void* w, const void* a) {
-    const auto* x = static_cast<const BlockQ8_0*>(w);
-    const auto* y = static_cast<const BlockQ8_0*>(a);
-    float sumf = 0.0f;
-    for (int64_t b = 0; b < n / QK; ++b) {
-        int sumi = 0;
-        for (int j = 0; j < QK; ++j) sumi += x[b].qs[j] * y[b].qs[j];
-        sumf += (float)sumi * fp16_to_fp32(x[b].d) * fp16_to_fp32(y[b].d);
-    }
-    return sumf;
-}
-
-float vec_dot_q4_K_q8_K(int64_t n, const void* w, const void* a) {
-    const auto* x = static_cast<const BlockQ4_K*>(w);
+// Q4_K/Q5_K x Q8_K. Lane i of the scaled sum: sc_j * (pair sums of the 4
+// bytes) over the 8 sub-blocks; min lanes k = 0..3: m_{2k}*B_{2k} +
+// m_{2k+1}*B_{2k+1} with B_j = bsums[2j] + bsums[2j+1], accumulated in 4
+// float lanes (Q4_K) or summed to one integer per super-block first (Q5_K).
+template <bool HasHigh>
+float dot_q45_K(int64_t n, const void* w, const void* a) {
     const auto* y = static_cast<const BlockQ8_K*>(a);
-    float sumf = 0.0f;
+    float acc[8] = {}, acc_m[4] = {}, summs = 0.0f;
     for (int64_t b = 0; b < n / QK_K; ++b) {
-        int sumi = 0;   // sum_j sc_j * dot(q_j, y_j) over the 8 sub-blocks of 32
-        int summs = 0;  // sum_j m_j * sum(y_j): the min term, from the bsums
+        const uint8_t *scales, *qs, *qh = nullptr;
+        uint16_t dh, dminh;
+        if constexpr (HasHigh) {
+            const auto& x = static_cast<const BlockQ5_K*>(w)[b];
+            scales = x.scales, qs = x.qs, qh = x.qh, dh = x.d, dminh = x.dmin;
+        } else {
+            const auto& x = static_cast<const BlockQ4_K*>(w)[b];
+            scales = x.scales, qs = x.qs, dh = x.d, dminh = x.dmin;
+        }
+        int32_t lanes[8] = {};
+        int32_t mins[4] = {};
         for (int j = 0; j < 8; ++j) {
             uint8_t sc, m;
-            get_scale_min_k4(j, x[b].scales, &sc, &m);
-            const uint8_t* q = x[b].qs + 32 * (j / 2);
+            get_scale_min_k4(j, scales, &sc, &m);
+            const uint8_t* q = qs + 32 * (j / 2);
             const int shift = 4 * (j % 2);
             const int8_t* yq = y[b].qs + 32 * j;
-            int dot = 0;
-            for (int l = 0; l < 32; ++l) dot += ((q[l] >> shift) & 0xF) * yq[l];
-            sumi += sc * dot;
-            summs += m * (y[b].bsums[2 * j] + y[b].bsums[2 * j + 1]);
-        }
-        const float d = fp16_to_fp32(x[b].d) * y[b].d;
-        const float dmin = fp16_to_fp32(x[b].dmin) * y[b].d;
-        sumf += d * (float)sumi - dmin * (float)summs;
-    }
-    return sumf;
-}
-
-float vec_dot_q5_K_q8_K(int64_t n, const void* w, const void* a) {
-    const auto* x = static_cast<const BlockQ5_K*>(w);
-    const auto* y = static_cast<const BlockQ8_K*>(a);
-    float sumf = 0.0f;
-    for (int64_t b = 0; b < n / QK_K; ++b) {
-        int sumi = 0, summs = 0;
-        for (int j = 0; j < 8; ++j) {
-            uint8_t sc, m;
-            get_scale_min_k4(j, x[b].scales, &sc, &m);
-            const uint8_t* q = x[b].qs + 32 * (j / 2);
-            const int shift = 4 * (j % 2);
-            const int8_t* yq = y[b].qs + 32 * j;
-            int dot = 0;
-            for (int l = 0; l < 32; ++l) {
-                const int hi = ((x[b].qh[l] >> j) & 1) << 4;
-                dot += (((q[l] >> shift) & 0xF) | hi) * yq[l];
+            for (int i = 0; i < 8; ++i) {
+                int dot = 0;
+                for (int l = 4 * i; l < 4 * i + 4; ++l) {
+                    int v = (q[l] >> shift) & 0xF;
+                    if constexpr (HasHigh) v |= ((qh[l] >> j) & 1) << 4;
+                    dot += v * yq[l];
+                }
+                lanes[i] += sc * dot;
             }
-            sumi += sc * dot;
-            summs += m * (y[b].bsums[2 * j] + y[b].bsums[2 * j + 1]);
+            mins[j / 2] += m * (y[b].bsums[2 * j] + y[b].bsums[2 * j + 1]);
         }
-        const float d = fp16_to_fp32(x[b].d) * y[b].d;
-        const float dmin = fp16_to_fp32(x[b].dmin) * y[b].d;
-        sumf += d * (float)sumi - dmin * (float)summs;
+        const float d = y[b].d * fp16_to_fp32(dh);
+        const float dmin = -y[b].d * fp16_to_fp32(dminh);
+        if constexpr (HasHigh) {  // ggml's Q5_K sums the min lanes first, in a scalar
+            summs = std::fma(dmin, (float)((mins[0] + mins[2]) + (mins[1] + mins[3])), summs);
+        } else {
+            for (int k = 0; k < 4; ++k) acc_m[k] = std::fma(dmin, (float)mins[k], acc_m[k]);
+        }
+        fma_lanes(acc, d, lanes);
     }
-    return sumf;
+    return HasHigh ? hsum8(acc) + summs : hsum8(acc) + hsum4(acc_m);
 }
 
+}  // namespace
+
+float vec_dot_q4_0_q8_0(int64_t n, const void* w, const void* a) {
+    return dot_legacy_q8_0<BlockQ4_0>(n, w, a);
+}
+float vec_dot_q5_0_q8_0(int64_t n, const void* w, const void* a) {
+    return dot_legacy_q8_0<BlockQ5_0>(n, w, a);
+}
+float vec_dot_q8_0_q8_0(int64_t n, const void* w, const void* a) {
+    return dot_legacy_q8_0<BlockQ8_0>(n, w, a);
+}
+float vec_dot_q4_1_q8_1(int64_t n, const void* w, const void* a) {
+    return dot_legacy_q8_1<BlockQ4_1>(n, w, a);
+}
+float vec_dot_q5_1_q8_1(int64_t n, const void* w, const void* a) {
+    return dot_legacy_q8_1<BlockQ5_1>(n, w, a);
+}
+float vec_dot_q4_K_q8_K(int64_t n, const void* w, const void* a) { return dot_q45_K<false>(n, w, a); }
+float vec_dot_q5_K_q8_K(int64_t n, const void* w, const void* a) { return dot_q45_K<true>(n, w, a); }
+
+// Q6_K x Q8_K. Weights are used as stored, q+32 in [0, 63]; the offset comes
+// off lane g (g = 0..7) as 32 * (sc_{2g}*bsums[2g] + sc_{2g+1}*bsums[2g+1]),
+// as ggml does. Lane i of 32-byte chunk k (elements 32k..32k+31) takes
+// scale 2k (bytes 0..15, lanes 0..3) or 2k+1 (lanes 4..7) within its half.
 float vec_dot_q6_K_q8_K(int64_t n, const void* w, const void* a) {
     const auto* x = static_cast<const BlockQ6_K*>(w);
     const auto* y = static_cast<const BlockQ8_K*>(a);
-    float sumf = 0.0f;
+    float acc[8] = {};
     for (int64_t b = 0; b < n / QK_K; ++b) {
-        int sumi = 0;
+        int32_t lanes[8];
+        for (int g = 0; g < 8; ++g) {
+            lanes[g] = -32 * (x[b].scales[2 * g] * y[b].bsums[2 * g] +
+                              x[b].scales[2 * g + 1] * y[b].bsums[2 * g + 1]);
+        }
         for (int half = 0; half < 2; ++half) {
             const uint8_t* ql = x[b].ql + 64 * half;
             const uint8_t* qh = x[b].qh + 32 * half;
             const int8_t* sc = x[b].scales + 8 * half;
-            const int8_t* yq = y[b].qs + 128 * half;
-            // four 32-element quarters; quarter k uses sc[2k] then sc[2k+1]
-            int dots[8] = {};
-            for (int l = 0; l < 32; ++l) {
-                const int q0 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
-                const int q1 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
-                const int q2 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-                const int q3 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-                const int g = l / 16;
-                dots[0 + g] += q0 * yq[l];
-                dots[2 + g] += q1 * yq[l + 32];
-                dots[4 + g] += q2 * yq[l + 64];
-                dots[6 + g] += q3 * yq[l + 96];
+            for (int k = 0; k < 4; ++k) {  // chunk: elements 128*half + 32k + l
+                const int8_t* yq = y[b].qs + 128 * half + 32 * k;
+                for (int i = 0; i < 8; ++i) {
+                    int dot = 0;
+                    for (int l = 4 * i; l < 4 * i + 4; ++l) {
+                        const int lo = k % 2 == 0 ? ql[l] : ql[l + 32];
+                        const int q = ((k < 2 ? lo & 0xF : lo >> 4) | (((qh[l] >> (2 * k)) & 3) << 4));
+                        dot += q * yq[l];
+                    }
+                    lanes[i] += sc[2 * k + (i >= 4)] * dot;
+                }
             }
-            for (int k = 0; k < 8; ++k) sumi += sc[k] * dots[k];
         }
-        sumf += fp16_to_fp32(x[b].d) * y[b].d * (float)sumi;
+        fma_lanes(acc, y[b].d * fp16_to_fp32(x[b].d), lanes);
     }
-    return sumf;
+    return hsum8(acc);
 }
 
 namespace {

@@ -172,8 +172,38 @@ TEST(QuantActivation, Q8_0RoundsLikeGgml) {
     quantize_row_q8_0(x, &b, 32);
     const float d = 1.6f / 127.0f;
     EXPECT_EQ(b.d, fp32_to_fp16(d));
-    for (int j = 0; j < 32; ++j) EXPECT_EQ(b.qs[j], (int8_t)std::roundf(x[j] * (1.0f / d)));
+    for (int j = 0; j < 32; ++j) EXPECT_EQ(b.qs[j], (int8_t)std::nearbyintf(x[j] * (127.0f / 1.6f)));
     EXPECT_EQ(b.qs[0], -127);
+}
+
+TEST(QuantActivation, Q8_0And8_1TiesToEvenLikeGgmlX86) {
+    // amax = 127 makes id = 1: x*id lands exactly on .5 and ggml's x86 SIMD
+    // quantizer (llama.cpp's path here) rounds half to even, not away from 0.
+    float x[32];
+    for (int j = 0; j < 32; ++j) x[j] = (float)(j - 16) + 0.5f;  // -15.5 .. 15.5
+    x[0] = 127.0f;
+    BlockQ8_0 b;
+    quantize_row_q8_0(x, &b, 32);
+    EXPECT_EQ(b.qs[0], 127);
+    EXPECT_EQ(b.qs[1], -14);  // -14.5 -> -14 (roundf: -15)
+    EXPECT_EQ(b.qs[2], -14);  // -13.5 -> -14
+    EXPECT_EQ(b.qs[17], 2);   // 1.5 -> 2
+    EXPECT_EQ(b.qs[18], 2);   // 2.5 -> 2 (roundf: 3)
+    BlockQ8_1 c;
+    quantize_row_q8_1(x, &c, 32);
+    int sum = 0;
+    for (int j = 0; j < 32; ++j) {
+        EXPECT_EQ(c.qs[j], b.qs[j]);
+        sum += c.qs[j];
+    }
+    EXPECT_EQ(c.s, fp32_to_fp16((float)sum * 1.0f));
+    // The multiplier is 127/amax, not 1/(amax/127): these differ in the last
+    // bit for amax = 0.3, which moves x = 0.3 * 61.5/127 off the tie.
+    float z[32] = {};
+    z[0] = 0.3f;
+    z[1] = 0.3f * 61.5f / 127.0f;
+    quantize_row_q8_0(z, &b, 32);
+    EXPECT_EQ(b.qs[1], (int8_t)std::nearbyintf(z[1] * (127.0f / 0.3f)));
 }
 
 TEST(QuantActivation, Q8_1StoresScaledSum) {
