@@ -1,0 +1,102 @@
+"""specdec generate as a user runs it: JSON fields, chat, sampling
+reproducibility, stop strings, and bad input that must give a clear error and
+a non-zero exit (never a crash or a hang)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO_ROOT, model_path
+
+SPECDEC_BIN = Path(os.environ.get("SPECDEC_BIN", REPO_ROOT / "build" / "release" / "specdec"))
+MODEL = "smollm2-135m-instruct-q4_1"
+
+
+def run(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    r = subprocess.run([str(SPECDEC_BIN), *args], capture_output=True, text=True, timeout=300)
+    if check:
+        assert r.returncode == 0, r.stderr
+    return r
+
+
+def gen_json(*args: str) -> dict:
+    return json.loads(run("generate", "-m", str(model_path(MODEL)), "--json", "-t", "2", *args).stdout)
+
+
+def test_json_fields_and_default_model():
+    out = gen_json("-p", "Hello", "-n", "8")
+    for key in ("text", "tokens", "n_prompt", "n_generated", "prefill_s", "decode_s", "decode_tok_s", "method"):
+        assert key in out, key
+    assert out["method"] == "ar" and out["n_generated"] == len(out["tokens"]) <= 8
+    # No -m: the manifest's default model (the same SmolLM2 here).
+    default = json.loads(run("generate", "-p", "Hello", "-n", "8", "--json", "-t", "2").stdout)
+    assert default["tokens"] == out["tokens"]
+
+
+def test_chat_template_answers():
+    out = gen_json("--chat", "-p", "What is the capital of France? Answer in one word.", "-n", "16")
+    assert out["n_prompt"] > 20  # system prompt and turn markers were added
+    assert "Paris" in out["text"]
+
+
+def test_seeded_sampling_is_reproducible():
+    a = gen_json("-p", "Once upon a time", "-n", "24", "--temp", "0.9", "--seed", "7", "--ignore-eos")
+    b = gen_json("-p", "Once upon a time", "-n", "24", "--temp", "0.9", "--seed", "7", "--ignore-eos")
+    c = gen_json("-p", "Once upon a time", "-n", "24", "--temp", "0.9", "--seed", "8", "--ignore-eos")
+    assert a["tokens"] == b["tokens"]
+    assert a["tokens"] != c["tokens"]
+
+
+def test_stop_string_cuts_the_text():
+    full = gen_json("-p", "The capital of France is", "-n", "40")
+    assert "\n" in full["text"]
+    cut = gen_json("-p", "The capital of France is", "-n", "40", "--stop", "\n")
+    assert cut["finish_reason"] == "stop"
+    assert cut["text"] == full["text"][: full["text"].index("\n")]
+
+
+def test_streaming_text_equals_json_text():
+    plain = run("generate", "-m", str(model_path(MODEL)), "-p", "The capital of France is", "-n", "30", "-t", "2")
+    js = gen_json("-p", "The capital of France is", "-n", "30")
+    assert plain.stdout.rstrip("\n") == js["text"].rstrip("\n")
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["generate", "-m", "/nonexistent/model.gguf", "-p", "hi"], "/nonexistent/model.gguf"),
+    (["generate", "-m", "no-such-model", "-p", "hi"], "unknown model"),
+    (["generate", "--no-such-option"], "no-such-option"),
+    (["generate", "-p", "hi", "--temp", "-1"], "temp"),
+    (["frobnicate"], "unknown command"),
+])
+def test_bad_input_is_a_clear_error(args, needle):
+    r = run(*args, check=False)
+    assert r.returncode != 0
+    assert needle in (r.stderr + r.stdout)
+    assert "internal error" not in r.stderr and r.returncode < 128  # no crash
+
+
+def test_corrupt_and_truncated_model_files(tmp_path):
+    src = model_path(MODEL).read_bytes()[: 1 << 20]
+    trunc = tmp_path / "truncated.gguf"
+    trunc.write_bytes(src)
+    r = run("generate", "-m", str(trunc), "-p", "hi", check=False)
+    assert r.returncode == 1 and "truncated.gguf" in r.stderr and "truncated" in r.stderr
+    junk = tmp_path / "junk.gguf"
+    junk.write_bytes(b"not a model at all" * 100)
+    r = run("generate", "-m", str(junk), "-p", "hi", check=False)
+    assert r.returncode == 1 and "not a GGUF file" in r.stderr
+
+
+def test_prompt_longer_than_context_is_an_error():
+    r = run("generate", "-m", str(model_path(MODEL)), "-p", "word " * 200, "--ctx", "64", check=False)
+    assert r.returncode == 1 and "context" in r.stderr
+
+
+def test_generation_stops_at_the_context_limit():
+    out = gen_json("-p", "Count: 1 2 3", "-n", "500", "--ctx", "32", "--ignore-eos")
+    assert out["finish_reason"] == "length"
+    assert out["n_prompt"] + out["n_generated"] <= 33
