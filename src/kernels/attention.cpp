@@ -5,11 +5,22 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "kernels/dispatch.h"
 
 namespace specdec::kernels {
 
 void attention_head(const float* q, const uint16_t* k, const uint16_t* v, int kv_stride, int head_dim,
                     float scale, const VisibleSlots& vis, float* scores, float* out) {
+    // The vector path handles head sizes that are multiples of 8 (all real models).
+    if (head_dim % 8 == 0 && active_isa() != Isa::Scalar) {
+        attention_head_avx2(q, k, v, kv_stride, head_dim, scale, vis, scores, out);
+    } else {
+        attention_head_reference(q, k, v, kv_stride, head_dim, scale, vis, scores, out);
+    }
+}
+
+void attention_head_reference(const float* q, const uint16_t* k, const uint16_t* v, int kv_stride, int head_dim,
+                              float scale, const VisibleSlots& vis, float* scores, float* out) {
     const int n = vis.count();
     for (int d = 0; d < head_dim; ++d) out[d] = 0.0f;
     if (n == 0) return;

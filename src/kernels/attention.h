@@ -24,7 +24,17 @@ struct VisibleSlots {
 // architecture does so). k, v: fp16 cache of one layer, slot stride kv_stride
 // elements; the head's values start at k + kv_head * head_dim.
 // scores: scratch of at least vis.count() floats. out: (head_dim).
+// Uses the fastest path the CPU supports (see kernels/dispatch.h).
 void attention_head(const float* q, const uint16_t* k, const uint16_t* v, int kv_stride, int head_dim,
                     float scale, const VisibleSlots& vis, float* scores, float* out);
+
+// The scalar reference, kept forever; the vector path must match it up to
+// summation order.
+void attention_head_reference(const float* q, const uint16_t* k, const uint16_t* v, int kv_stride,
+                              int head_dim, float scale, const VisibleSlots& vis, float* scores, float* out);
+
+// AVX2 + F16C + FMA path (attention_avx2.cpp); only call when the CPU has them.
+void attention_head_avx2(const float* q, const uint16_t* k, const uint16_t* v, int kv_stride, int head_dim,
+                         float scale, const VisibleSlots& vis, float* scores, float* out);
 
 }  // namespace specdec::kernels
