@@ -1,7 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include "bench/bench_options.h"
 #include "bench/bench_report.h"
+#include "bench/prompt_set.h"
 #include "bench/sys_info.h"
 #include "core/error.h"
 
@@ -73,4 +76,28 @@ TEST(BenchReport, SpeedupIsPerTurnRatioToAr) {
     EXPECT_DOUBLE_EQ(s[0]["mean_accept_len"].get<double>(), 1.0);
     const std::string md = markdown(r);
     EXPECT_NE(md.find("| tree b=16 d=5 t=2 |"), std::string::npos);
+}
+
+TEST(BenchPrompts, LoadsJsonlWithLimitAndRejectsBadLines) {
+    const std::string path = ::testing::TempDir() + "bench_prompts.jsonl";
+    {
+        std::FILE* f = std::fopen(path.c_str(), "w");
+        ASSERT_NE(f, nullptr);
+        std::fputs("{\"id\": \"a\", \"set\": \"humaneval\", \"turns\": [\"x\"]}\n\n"
+                   "{\"id\": 7, \"turns\": [\"y\", \"z\"]}\n{\"id\": \"c\", \"turns\": [\"w\"]}\n",
+                   f);
+        std::fclose(f);
+    }
+    const auto all = load_prompts_jsonl(path);
+    ASSERT_EQ(all.size(), 3u);
+    EXPECT_EQ(all[0].set, "humaneval");
+    EXPECT_EQ(all[1].id, "7");
+    EXPECT_EQ(all[1].turns, (std::vector<std::string>{"y", "z"}));
+    EXPECT_EQ(load_prompts_jsonl(path, 2).size(), 2u);
+    {
+        std::FILE* f = std::fopen(path.c_str(), "w");
+        std::fputs("{\"id\": \"a\", \"turns\": []}\n", f);
+        std::fclose(f);
+    }
+    EXPECT_THROW(load_prompts_jsonl(path), Error);
 }
