@@ -44,6 +44,10 @@ int cmd_generate(int argc, char** argv) {
     app.add_option("--method", method, "decoding method: ar, chain, tree, ngram")
         ->check(CLI::IsMember({"ar", "chain", "tree", "ngram"}));
     app.add_option("-d,--draft", draft_model, "draft model (GGUF file or manifest name) for chain and tree");
+    int draft_layers = 0;
+    app.add_option("--draft-layers", draft_layers,
+                   "self-speculation: the draft is the target's first L layers (no -d needed)")
+        ->check(CLI::NonNegativeNumber);
     app.add_option("--draft-k", spec.draft_k, "draft chain length (chain, ngram)")->check(CLI::Range(1, 64));
     app.add_option("--tree-topk", spec.tree_topk, "tree: children per node and frontier width")->check(CLI::Range(1, 32));
     app.add_option("--tree-depth", spec.tree_depth, "tree: max draft depth")->check(CLI::Range(1, 64));
@@ -82,12 +86,15 @@ int cmd_generate(int argc, char** argv) {
     eopts.model_path = runtime::resolve_model(model);
     spec.method = sched::parse_method(method);
     spec.mode = sched::parse_mode(mode);
-    SPECDEC_CHECK(!spec.needs_draft() || !draft_model.empty(), "--method ", method, " needs a draft model (-d DRAFT)");
+    SPECDEC_CHECK(!spec.needs_draft() || !draft_model.empty() || draft_layers > 0, "--method ", method,
+                  " needs a draft model (-d DRAFT) or a self-speculation depth (--draft-layers L)");
+    SPECDEC_CHECK(draft_layers == 0 || draft_model.empty(), "give either -d DRAFT or --draft-layers L, not both");
     auto engine = runtime::Engine::load(eopts);
     std::unique_ptr<runtime::Engine> draft;
     if (spec.needs_draft()) {
         runtime::EngineOptions dopts = eopts;
-        dopts.model_path = runtime::resolve_model(draft_model);
+        dopts.model_path = draft_layers > 0 ? eopts.model_path : runtime::resolve_model(draft_model);
+        dopts.layer_limit = draft_layers;
         dopts.n_ctx = engine->n_ctx();
         dopts.n_threads = 1;  // the draft runs on the target's pool; its own stays idle
         draft = runtime::Engine::load(dopts);

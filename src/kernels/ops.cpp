@@ -5,6 +5,9 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
+
+#include "core/fp16.h"
 
 namespace specdec::kernels {
 
@@ -73,12 +76,38 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
     }
 }
 
-void gelu_mul(const float* gate, const float* up, float* out, int64_t n) {
+namespace {
+float gelu_tanh(float x) {
     constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
     constexpr float kCoef = 0.044715f;
+    return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoef * x * x)));
+}
+
+// ggml evaluates GELU through a 65536-entry table indexed by the input rounded
+// to fp16, holding fp16-rounded outputs; inputs beyond +-10 bypass it. We do
+// the same so gemma's FFN matches llama.cpp instead of drifting by fp16 steps.
+const std::vector<uint16_t>& gelu_fp16_table() {
+    static const std::vector<uint16_t> table = [] {
+        std::vector<uint16_t> t(65536);
+        for (uint32_t i = 0; i < 65536; ++i) t[i] = fp32_to_fp16(gelu_tanh(fp16_to_fp32((uint16_t)i)));
+        return t;
+    }();
+    return table;
+}
+}  // namespace
+
+void gelu_mul(const float* gate, const float* up, float* out, int64_t n) {
+    const std::vector<uint16_t>& table = gelu_fp16_table();
     for (int64_t i = 0; i < n; ++i) {
         const float x = gate[i];
-        const float g = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoef * x * x)));
+        float g;
+        if (x <= -10.0f) {
+            g = 0.0f;
+        } else if (x >= 10.0f) {
+            g = x;
+        } else {
+            g = fp16_to_fp32(table[fp32_to_fp16(x)]);
+        }
         out[i] = g * up[i];
     }
 }

@@ -12,15 +12,18 @@
 
 namespace specdec::model {
 
-Transformer::Transformer(const io::GgufFile& file)
+Transformer::Transformer(const io::GgufFile& file, int layer_limit)
     : file_(file), config_(read_model_config(file)), weights_(bind_weights(file, config_)) {
+    SPECDEC_CHECK(layer_limit >= 0 && layer_limit <= config_.n_layer, "model '", file.path(), "' has ",
+                  config_.n_layer, " layers; cannot keep ", layer_limit);
+    n_run_ = layer_limit > 0 ? layer_limit : config_.n_layer;
     SPECDEC_CHECK(config_.head_dim_k <= 1024, "model '", file.path(), "': head size ", config_.head_dim_k,
                   " is larger than supported (1024)");
 }
 
 kv::KvCacheOptions Transformer::kv_options(int n_ctx, int n_seq) const {
     kv::KvCacheOptions o;
-    o.n_layer = config_.n_layer;
+    o.n_layer = n_run_;  // a shallow copy keeps K/V for its own layers only
     o.kv_dim = config_.kv_dim();
     o.n_ctx = n_ctx;
     o.n_seq = n_seq;
@@ -113,7 +116,7 @@ void Transformer::forward(const ForwardBatch& b, kv::KvCache& cache, ThreadPool&
     gate_.resize((size_t)n * c.n_ff);
     up_.resize((size_t)n * c.n_ff);
     for (int cl : b.capture_layers)
-        SPECDEC_CHECK(cl >= 0 && cl < c.n_layer, "forward: capture layer ", cl, " out of range");
+        SPECDEC_CHECK(cl >= 0 && cl < n_run_, "forward: capture layer ", cl, " out of range");
     out.hidden.assign(b.capture_layers.size(), {});
 
     const auto& emb = weights_.tok_embd;
@@ -124,7 +127,8 @@ void Transformer::forward(const ForwardBatch& b, kv::KvCache& cache, ThreadPool&
         if (c.embd_scale != 1.0f) kernels::scale_inplace(xi, c.embd_scale, E);
     }
 
-    for (int il = 0; il < c.n_layer; ++il) {
+    SPECDEC_CHECK(cache.n_layer() == n_run_, "forward: KV cache has ", cache.n_layer(), " layers, model runs ", n_run_);
+    for (int il = 0; il < n_run_; ++il) {
         const LayerWeights& L = weights_.layers[il];
         for (int i = 0; i < n; ++i)
             kernels::rmsnorm(x_.data() + (size_t)i * E, L.attn_norm, h_.data() + (size_t)i * E, E, c.norm_eps);

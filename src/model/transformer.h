@@ -26,7 +26,13 @@ namespace specdec::model {
 class Transformer {
 public:
     // Keeps a reference to the file (weights are views into its mapping).
-    explicit Transformer(const io::GgufFile& file);
+    // layer_limit > 0 runs only the first layer_limit layers, then the final norm
+    // and the LM head: the model's own shallow copy, a draft that costs no extra
+    // weight memory (layer-skipping self-speculation).
+    explicit Transformer(const io::GgufFile& file, int layer_limit = 0);
+
+    // Layers this instance runs (config().n_layer unless limited).
+    int n_layers_run() const { return n_run_; }
 
     const ModelConfig& config() const { return config_; }
     kv::KvCacheOptions kv_options(int n_ctx, int n_seq) const;
@@ -47,6 +53,7 @@ private:
     const io::GgufFile& file_;
     ModelConfig config_;
     ModelWeights weights_;
+    int n_run_ = 0;
 
     // Scratch, resized per call. Shapes in rows n of the batch.
     std::vector<RowPlan> plan_;

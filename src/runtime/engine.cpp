@@ -19,7 +19,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opts) {
     e->opts_ = opts;
     SPECDEC_CHECK(!opts.model_path.empty(), "no model given (use -m MODEL.gguf)");
     e->file_ = io::GgufFile::open(opts.model_path);
-    e->model_ = std::make_unique<model::Transformer>(*e->file_);
+    e->model_ = std::make_unique<model::Transformer>(*e->file_, opts.layer_limit);
     e->tokenizer_ = io::Tokenizer::from_gguf(*e->file_);
     const auto& c = e->model_->config();
     SPECDEC_CHECK(e->tokenizer_->n_vocab() <= c.n_vocab, "model '", opts.model_path, "': tokenizer has ",

@@ -25,6 +25,7 @@ struct EngineOptions {
     int n_seq = 1;        // sequences the KV cache holds
     int n_threads = 0;    // 0: all cores
     int prefill_chunk = 256;  // rows per forward while reading the prompt
+    int layer_limit = 0;      // > 0: run only the first layers (a self-speculation draft)
 };
 
 // A loaded model ready to run.
