@@ -5,11 +5,13 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "cli_commands.h"
 #include "core/error.h"
 #include "runtime/engine.h"
 #include "runtime/model_locator.h"
+#include "sched/ssd_scheduler.h"
 #include "sched/sync_scheduler.h"
 
 namespace specdec::cli {
@@ -41,8 +43,8 @@ int cmd_generate(int argc, char** argv) {
     // Speculative decoding.
     sched::SpecConfig spec;
     std::string method = "ar", draft_model, mode = "performance";
-    app.add_option("--method", method, "decoding method: ar, chain, tree, ngram")
-        ->check(CLI::IsMember({"ar", "chain", "tree", "ngram"}));
+    app.add_option("--method", method, "decoding method: ar, chain, tree, ngram, ssd")
+        ->check(CLI::IsMember({"ar", "chain", "tree", "ngram", "ssd"}));
     app.add_option("-d,--draft", draft_model, "draft model (GGUF file or manifest name) for chain and tree");
     int draft_layers = 0;
     app.add_option("--draft-layers", draft_layers,
@@ -64,6 +66,23 @@ int cmd_generate(int argc, char** argv) {
     app.add_option("--vocab-subset-file", spec.vocab_subset_path, "cached vocabulary subset (built if missing)");
     app.add_option("--vocab-corpus", spec.vocab_corpus_path, "JSONL corpus to count token frequencies");
     app.add_option("--trace", spec.trace_path, "write one JSON line per round to FILE");
+    // SSD (Saguaro): asynchronous draft with a speculation cache.
+    sched::SsdConfig ssd;
+    std::string fanout = "geometric", backup = "auto";
+    app.add_option("--ssd-k", ssd.k, "ssd: speculation length K")->check(CLI::Range(1, 64));
+    app.add_option("--fanout", fanout, "ssd: bonus guesses per accept point: geometric or uniform")
+        ->check(CLI::IsMember({"geometric", "uniform"}));
+    app.add_option("--fanout-budget", ssd.fanout_budget, "ssd: cached branches per round (sum of F_k)")
+        ->check(CLI::Range(0, 256));
+    app.add_option("--saguaro-c", ssd.saguaro_c, "ssd: Saguaro down-weighting of cached guesses (1 = off)")
+        ->check(CLI::Range(0.0, 1.0));
+    app.add_option("--backup", backup, "ssd: backup on a cache miss: auto, jit, ngram, random")
+        ->check(CLI::IsMember({"auto", "jit", "ngram", "random"}));
+    app.add_option("--ssd-draft-threads", ssd.draft_threads, "ssd: threads of the draft side")
+        ->check(CLI::Range(1, 256));
+    app.add_option("--ssd-pin-draft", ssd.draft_pin_cpus, "ssd: pin the draft's threads to these CPUs");
+    bool no_interrupt = false;
+    app.add_flag("--ssd-no-interrupt", no_interrupt, "ssd: always finish the cache before answering");
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -84,7 +103,19 @@ int cmd_generate(int argc, char** argv) {
         req.prompt = prompt;
     }
     eopts.model_path = runtime::resolve_model(model);
-    spec.method = sched::parse_method(method);
+    const bool is_ssd = method == "ssd";  // not a SyncScheduler method
+    spec.method = sched::parse_method(is_ssd ? "chain" : method);
+    ssd.fanout = sched::parse_fanout(fanout);
+    ssd.backup = sched::parse_backup(backup);
+    ssd.interrupt = !no_interrupt;
+    ssd.ngram_min = spec.ngram_min;
+    ssd.ngram_max = spec.ngram_max;
+    if (is_ssd) {
+        ssd.validate();
+        // The draft side has its own threads: by default the target takes the rest.
+        if (eopts.n_threads == 0)
+            eopts.n_threads = std::max(1, (int)std::thread::hardware_concurrency() - ssd.draft_threads);
+    }
     spec.mode = sched::parse_mode(mode);
     SPECDEC_CHECK(!spec.needs_draft() || !draft_model.empty() || draft_layers > 0, "--method ", method,
                   " needs a draft model (-d DRAFT) or a self-speculation depth (--draft-layers L)");
@@ -96,7 +127,9 @@ int cmd_generate(int argc, char** argv) {
         dopts.model_path = draft_layers > 0 ? eopts.model_path : runtime::resolve_model(draft_model);
         dopts.layer_limit = draft_layers;
         dopts.n_ctx = engine->n_ctx();
-        dopts.n_threads = 1;  // the draft runs on the target's pool; its own stays idle
+        // chain/tree: the draft runs on the target's pool; ssd: on its worker's
+        // own pool. Either way the engine's pool stays idle.
+        dopts.n_threads = 1;
         draft = runtime::Engine::load(dopts);
     }
 
@@ -109,10 +142,13 @@ int cmd_generate(int argc, char** argv) {
         };
     }
     sched::SpecStats st;
-    const bool speculative = spec.method != sched::Method::AR || !spec.trace_path.empty();
-    const runtime::GenerateResult r = speculative
-                                          ? sched::generate_speculative(*engine, draft.get(), req, spec, &st, stream)
-                                          : runtime::generate_ar(*engine, req, stream);
+    sched::SsdStats sst;
+    const bool speculative = is_ssd || spec.method != sched::Method::AR || !spec.trace_path.empty();
+    const runtime::GenerateResult r =
+        is_ssd ? sched::generate_ssd(*engine, *draft, req, ssd, &sst, stream)
+        : speculative ? sched::generate_speculative(*engine, draft.get(), req, spec, &st, stream)
+                      : runtime::generate_ar(*engine, req, stream);
+    if (is_ssd) st = sst.spec;
     if (json) {
         nlohmann::json j;
         j["text"] = r.text;
@@ -136,6 +172,27 @@ int cmd_generate(int argc, char** argv) {
             j["verify_s"] = st.verify_s;
             j["commit_s"] = st.commit_s;
             if (draft) j["draft_model"] = draft->options().model_path;
+            if (is_ssd) {
+                j["cache_hit_rate"] = sst.hit_rate();
+                j["stall_s"] = sst.stall_s;
+                j["ssd_k"] = ssd.k;
+                j["fanout"] = sched::fanout_name(ssd.fanout);
+                j["fanout_budget"] = ssd.fanout_budget;
+                j["fanout_last"] = sst.draft.fanout;
+                j["saguaro_c"] = ssd.saguaro_c;
+                j["backup"] = sched::backup_name(ssd.backup);
+                j["cache_lookups_k"] = sst.draft.lookups_k;
+                j["cache_hits_k"] = sst.draft.hits_k;
+                j["backups"] = {{"jit", sst.draft.jit}, {"ngram", sst.draft.ngram}, {"random", sst.draft.random}};
+                j["draft_tree_s"] = sst.draft.tree_s;
+                j["draft_over_verify"] = sst.draft_over_verify();
+                j["backup_s"] = sst.draft.backup_s;
+                j["interrupted_builds"] = sst.draft.interrupted;
+                j["acceptance"] = sst.draft.acceptance;
+                j["miss_exponent"] = sst.draft.miss_exponent;
+                j["tokens_per_round"] = st.mean_accept_len();
+                j["draft_threads"] = ssd.draft_threads;
+            }
         } else {
             j["rounds"] = r.n_generated > 0 ? r.n_generated - 1 : 0;
             j["mean_accept_len"] = 1.0;

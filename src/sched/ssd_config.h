@@ -1,0 +1,77 @@
+// Options of speculative speculative decoding (SSD / Saguaro): the draft runs
+// asynchronously on its own thread and pre-builds the next speculation for the
+// likeliest verification outcomes while the target verifies the current one.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace specdec::sched {
+
+// How the branch budget is split over the accept points k = 0..K.
+enum class FanoutKind { Geometric, Uniform };
+
+// What proposes the next speculation when the cache misses.
+enum class BackupKind {
+    Auto,    // JIT at small batch, n-gram past the measured switch point b*
+    Jit,     // the same draft drafts K tokens now (the target waits)
+    Ngram,   // prompt lookup: deterministic, q a point mass
+    Random,  // uniform random tokens, q uniform
+};
+
+inline FanoutKind parse_fanout(const std::string& s) {
+    if (s == "geometric") return FanoutKind::Geometric;
+    if (s == "uniform") return FanoutKind::Uniform;
+    throw Error("unknown fan-out '" + s + "' (expected geometric or uniform)");
+}
+inline const char* fanout_name(FanoutKind f) { return f == FanoutKind::Geometric ? "geometric" : "uniform"; }
+
+inline BackupKind parse_backup(const std::string& s) {
+    if (s == "auto") return BackupKind::Auto;
+    if (s == "jit") return BackupKind::Jit;
+    if (s == "ngram") return BackupKind::Ngram;
+    if (s == "random") return BackupKind::Random;
+    throw Error("unknown backup '" + s + "' (expected auto, jit, ngram or random)");
+}
+inline const char* backup_name(BackupKind b) {
+    switch (b) {
+        case BackupKind::Auto: return "auto";
+        case BackupKind::Jit: return "jit";
+        case BackupKind::Ngram: return "ngram";
+        case BackupKind::Random: return "random";
+    }
+    return "?";
+}
+
+struct SsdConfig {
+    int k = 4;                  // speculation length K
+    FanoutKind fanout = FanoutKind::Geometric;
+    int fanout_budget = 8;      // B: bonus branches per sequence and round (sum of F_k)
+    float saguaro_c = 1.0f;     // C in [0, 1]: down-weighting of cached bonus guesses (1 = off)
+    BackupKind backup = BackupKind::Auto;
+    int ngram_min = 1, ngram_max = 3;
+    // Draft side: threads of its own pool (the worker thread is one of them),
+    // optionally pinned to CPUs (worker i on draft_pin_cpus[i % size]).
+    int draft_threads = 1;
+    std::vector<int> draft_pin_cpus;
+    // Stop building the speculation cache as soon as the target's outcome
+    // arrives and answer from the branches built so far (shorter hits instead
+    // of a stall). Off: the tree is always finished first (deterministic).
+    bool interrupt = true;
+    // Testing and ablation: ignore the cache (every round takes the backup).
+    bool force_miss = false;
+    uint64_t draft_seed = 0x55d;  // the draft's own random stream (xor the request seed)
+
+    void validate() const {
+        SPECDEC_CHECK(k >= 1 && k <= 64, "--ssd-k must be in [1, 64], got ", k);
+        SPECDEC_CHECK(fanout_budget >= 0 && fanout_budget <= 256, "--fanout-budget must be in [0, 256], got ",
+                      fanout_budget);
+        SPECDEC_CHECK(saguaro_c >= 0.0f && saguaro_c <= 1.0f, "--saguaro-c must be in [0, 1], got ", saguaro_c);
+        SPECDEC_CHECK(draft_threads >= 1, "draft threads must be >= 1");
+        SPECDEC_CHECK(ngram_min >= 1 && ngram_max >= ngram_min, "bad n-gram range");
+    }
+};
+
+}  // namespace specdec::sched

@@ -1,0 +1,465 @@
+#include "sched/ssd_draft_worker.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "spec/ngram_proposer.h"
+
+namespace specdec::sched {
+
+namespace {
+double now_s() {
+    using namespace std::chrono;
+    return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+// Tokens the processors look at: the tail of the history plus a path. The
+// repetition penalty reads at most repeat_last_n tokens, so the tail suffices.
+void context_of(std::span<const int32_t> hist, std::span<const int32_t> path, int keep, std::vector<int32_t>& out) {
+    const size_t n = std::min(hist.size(), (size_t)std::max(keep, 0));
+    out.assign(hist.end() - n, hist.end());
+    out.insert(out.end(), path.begin(), path.end());
+}
+}  // namespace
+
+void top_n(const float* s, int V, int n, std::vector<int>& out) {
+    out.clear();
+    if (n <= 0) return;
+    // Insertion into a short sorted list: O(V) when n is small.
+    for (int x = 0; x < V; ++x) {
+        const float v = s[x];
+        if ((int)out.size() == n && !(v > s[out.back()])) continue;
+        int pos = (int)out.size();
+        while (pos > 0 && v > s[out[pos - 1]]) --pos;
+        out.insert(out.begin() + pos, x);
+        if ((int)out.size() > n) out.pop_back();
+    }
+}
+
+void saguaro_reweight(std::vector<float>& q, int F, float C) {
+    if (F <= 0 || C >= 1.0f) return;
+    std::vector<int> top;
+    top_n(q.data(), (int)q.size(), F, top);
+    double rest = 0, cached = 0;
+    for (int x : top) cached += q[x];
+    for (float v : q) rest += v;
+    rest -= cached;
+    const double total = rest + C * cached;
+    if (!(total > 0)) return;  // nothing would remain: keep q
+    for (int x : top) q[x] *= C;
+    const float inv = (float)(1.0 / total);
+    for (float& v : q) v *= inv;
+}
+
+DraftWorker::DraftWorker(const DraftContext& ctx, const DraftWorkerOptions& opts)
+    : ctx_(ctx), opts_(opts), rng_(opts.params.seed ^ opts.cfg.draft_seed) {
+    SPECDEC_CHECK(ctx_.model && ctx_.cache, "SSD: the draft model and cache are required");
+    opts_.cfg.validate();
+    vt_ = opts_.target_n_vocab;
+    vd_ = ctx_.model->config().n_vocab;
+    SPECDEC_CHECK(vt_ > 0, "SSD: target vocabulary size missing");
+    seqs_.resize(ctx_.cache->n_seq());
+    fan_ = est_.fanout(opts_.cfg);
+    st_.lookups_k.assign(opts_.cfg.k + 1, 0);
+    st_.hits_k.assign(opts_.cfg.k + 1, 0);
+    st_.b_star = INFINITY;  // JIT until calibrated
+    thread_ = std::thread([this] { loop(); });
+}
+
+DraftWorker::~DraftWorker() {
+    ToDraft m;
+    m.kind = ToDraft::Kind::Stop;
+    send(std::move(m));
+    if (thread_.joinable()) thread_.join();
+}
+
+void DraftWorker::loop() {
+    try {
+        ThreadPoolOptions po;
+        po.n_threads = opts_.cfg.draft_threads;
+        po.pin_cpus = opts_.cfg.draft_pin_cpus;
+        pool_ = std::make_unique<ThreadPool>(po);
+        for (;;) {
+            ToDraft m = inbox_.pop();
+            if (m.kind == ToDraft::Kind::Stop) break;
+            if (m.kind == ToDraft::Kind::Begin) {
+                handle_begin(m);
+                continue;
+            }
+            const bool reply = std::any_of(m.outcomes.begin(), m.outcomes.end(), [](auto& o) { return !o.done; });
+            FromDraft r = handle_outcomes(m);
+            if (reply) outbox_.push(std::move(r));
+            build_caches();
+        }
+    } catch (const std::exception& e) {
+        // Answer every request with the error until told to stop, so the
+        // target never waits forever.
+        const std::string what = std::string("SSD draft worker: ") + e.what();
+        FromDraft r;
+        r.error = what;
+        outbox_.push(r);
+        for (;;) {
+            ToDraft m = inbox_.pop();
+            if (m.kind == ToDraft::Kind::Stop) break;
+            if (m.kind == ToDraft::Kind::Outcomes) outbox_.push(r);
+        }
+    }
+    pool_.reset();
+}
+
+void DraftWorker::forward() { ctx_.model->forward(batch_, *ctx_.cache, *pool_, result_); }
+
+void DraftWorker::widen(const float* draft_row, std::vector<float>& out) const {
+    out.assign(vt_, -std::numeric_limits<float>::infinity());
+    std::copy(draft_row, draft_row + std::min(vt_, vd_), out.begin());
+}
+
+void DraftWorker::handle_begin(const ToDraft& m) {
+    kv::KvCache& cache = *ctx_.cache;
+    for (const DraftBegin& b : m.begins) {
+        SPECDEC_CHECK(b.seq >= 0 && b.seq < (int)seqs_.size(), "SSD: sequence ", b.seq, " out of range");
+        Seq& S = seqs_[b.seq];
+        S = Seq{};
+        S.active = true;
+        S.hist = b.prompt;
+        cache.clear(b.seq);
+        const int chunk = std::max(1, ctx_.prefill_chunk);
+        for (size_t off = 0; off < b.prompt.size(); off += chunk) {
+            const size_t n = std::min((size_t)chunk, b.prompt.size() - off);
+            batch_.clear();
+            for (size_t j = 0; j < n; ++j) {
+                const int32_t tok = b.prompt[off + j] < vd_ ? b.prompt[off + j] : 0;
+                batch_.add(tok, cache.committed(b.seq) + (int)j, b.seq, j == 0 ? -1 : batch_.size() - 1, false);
+            }
+            forward();
+            cache.commit_length(b.seq, (int)n);
+        }
+    }
+}
+
+void DraftWorker::commit_outcomes(const std::vector<DraftOutcome>& outs) {
+    kv::KvCache& cache = *ctx_.cache;
+    // Sequences whose speculative region does not hold the speculation catch
+    // up in one forward.
+    batch_.clear();
+    std::vector<std::pair<int, int>> catch_up;  // (seq, rows)
+    for (const DraftOutcome& o : outs) {
+        Seq& S = seqs_[o.seq];
+        if (o.done || !S.active || !S.has_root || S.glue_valid) continue;
+        const int n = o.accepted + 1;
+        for (int j = 0; j < n; ++j) {
+            const int32_t tok = j == 0 ? S.spec.root : S.spec.tokens[j - 1];
+            batch_.add(tok < vd_ ? tok : 0, cache.committed(o.seq) + j, o.seq, j == 0 ? -1 : batch_.size() - 1, false);
+        }
+        catch_up.push_back({o.seq, n});
+    }
+    if (batch_.size() > 0) {
+        forward();
+        for (auto [s, n] : catch_up) {
+            cache.commit_length(s, n);
+            seqs_[s].glue_valid = true;  // committed below by length only
+        }
+    }
+    for (const DraftOutcome& o : outs) {
+        SPECDEC_CHECK(o.seq >= 0 && o.seq < (int)seqs_.size(), "SSD: sequence ", o.seq, " out of range");
+        Seq& S = seqs_[o.seq];
+        if (o.done) {
+            S.active = false;
+            S.branches.clear();
+            continue;
+        }
+        SPECDEC_CHECK(S.active, "SSD: outcome for sequence ", o.seq, " which has not begun");
+        if (S.has_root) {
+            const int L = (int)S.spec.tokens.size();
+            SPECDEC_CHECK(o.accepted >= 0 && o.accepted <= L, "SSD: ", o.accepted, " accepted of ", L, " drafts");
+            const bool caught_up = std::find_if(catch_up.begin(), catch_up.end(),
+                                                [&](auto& c) { return c.first == o.seq; }) != catch_up.end();
+            if (!caught_up) cache.commit_length(o.seq, o.accepted + 1);
+            est_.observe_round(o.accepted, L);
+            emitted_ += o.accepted + 1;
+            ++rounds_;
+            // Rank of the target's bonus among the draft's guesses at k.
+            if (!S.scores.empty()) {
+                const float* s = S.scores.data() + (size_t)o.accepted * vt_;
+                const int32_t excl = o.accepted < L ? S.spec.tokens[o.accepted] : -1;
+                if (o.bonus == excl || o.bonus >= vt_) {
+                    est_.observe_bonus_rank(-1);
+                } else {
+                    int rank = 0;
+                    const float sb = s[o.bonus];
+                    for (int x = 0; x < vt_; ++x)
+                        if (x != excl && (s[x] > sb || (s[x] == sb && x < o.bonus))) ++rank;
+                    est_.observe_bonus_rank(rank);
+                }
+            }
+            S.hist.insert(S.hist.end(), S.spec.tokens.begin(), S.spec.tokens.begin() + o.accepted);
+        }
+        S.hist.push_back(o.bonus);
+        S.has_root = true;
+        S.glue_valid = false;
+        S.scores.clear();
+        SPECDEC_CHECK(cache.committed(o.seq) + 1 == (int)S.hist.size(), "SSD: draft cache out of step (",
+                      cache.committed(o.seq), " committed, history ", S.hist.size(), ")");
+    }
+}
+
+void DraftWorker::draw(const float* logits, std::span<const int32_t> ctx, int F, int32_t& tok, std::vector<float>* q) {
+    const sample::SamplingParams& p = opts_.params;
+    widen(logits, row_);
+    if (p.greedy()) {
+        if (p.repeat_penalty != 1.0f) sample::apply_repetition_penalty(row_.data(), vt_, ctx, p);
+        tok = sample::argmax(row_.data(), vt_);
+        return;
+    }
+    sample::distribution(row_.data(), vt_, ctx, p, prob_);
+    if (opts_.cfg.saguaro_c < 1.0f) saguaro_reweight(prob_, F, opts_.cfg.saguaro_c);
+    tok = sample::sample_from(prob_, rng_);
+    if (q) q->insert(q->end(), prob_.begin(), prob_.end());
+}
+
+BackupKind DraftWorker::choose_backup(int batch) const {
+    if (opts_.cfg.backup != BackupKind::Auto) return opts_.cfg.backup;
+    return batch < st_.b_star ? BackupKind::Jit : BackupKind::Ngram;
+}
+
+void DraftWorker::run_jit(const std::vector<int>& seqs, const std::vector<int>& caps) {
+    kv::KvCache& cache = *ctx_.cache;
+    const int keep = opts_.params.repeat_last_n + 1;
+    int max_len = 0;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+        Speculation& sp = seqs_[seqs[i]].spec;
+        sp.tokens.clear();
+        sp.q.clear();
+        max_len = std::max(max_len, caps[i]);
+    }
+    std::vector<int32_t> ctx;
+    for (int j = 0; j < max_len; ++j) {
+        batch_.clear();
+        for (size_t i = 0; i < seqs.size(); ++i) {
+            if (j >= caps[i]) continue;
+            const Speculation& sp = seqs_[seqs[i]].spec;
+            const int32_t tok = j == 0 ? sp.root : sp.tokens[j - 1];
+            batch_.add(tok < vd_ ? tok : 0, cache.committed(seqs[i]), seqs[i], -1, true);
+        }
+        forward();
+        int row = 0;
+        for (size_t i = 0; i < seqs.size(); ++i) {
+            if (j >= caps[i]) continue;
+            Seq& S = seqs_[seqs[i]];
+            cache.commit_length(seqs[i], 1);
+            context_of(S.hist, S.spec.tokens, keep, ctx);
+            int32_t tok = 0;
+            draw(result_.row_logits(row++), ctx, fan_[j], tok, opts_.params.greedy() ? nullptr : &S.spec.q);
+            S.spec.tokens.push_back(tok);
+        }
+    }
+    for (int s : seqs) cache.truncate(s, (int)seqs_[s].hist.size() - 1);
+}
+
+FromDraft DraftWorker::handle_outcomes(const ToDraft& m) {
+    if (m.verify_s > 0) verify_s_ = verify_s_ > 0 ? 0.8 * verify_s_ + 0.2 * m.verify_s : m.verify_s;
+    std::vector<uint8_t> was_started(m.outcomes.size());
+    for (size_t i = 0; i < m.outcomes.size(); ++i) was_started[i] = seqs_[m.outcomes[i].seq].has_root;
+    commit_outcomes(m.outcomes);
+
+    const sample::SamplingParams& p = opts_.params;
+    const spec::DraftKind drawn = p.greedy() ? spec::DraftKind::Deterministic : spec::DraftKind::Sampled;
+    FromDraft reply;
+    std::vector<int> jit_seqs, jit_caps;
+    std::vector<size_t> misses;
+    const int K = opts_.cfg.k;
+    for (size_t i = 0; i < m.outcomes.size(); ++i) {
+        const DraftOutcome& o = m.outcomes[i];
+        if (o.done) continue;
+        Seq& S = seqs_[o.seq];
+        const int cap = std::clamp(o.max_drafts, 0, K);
+        Speculation sp;
+        sp.seq = o.seq;
+        sp.root = o.bonus;
+        sp.n_vocab = vt_;
+        bool hit = false;
+        if (was_started[i]) {
+            ++st_.lookups;
+            ++st_.lookups_k[std::min(o.accepted, K)];
+            if (!opts_.cfg.force_miss) {
+                for (Branch& b : S.branches) {
+                    if (b.k != o.accepted || b.t != o.bonus || b.drafts.empty()) continue;
+                    hit = true;
+                    const int L = std::min(cap, (int)b.drafts.size());
+                    sp.tokens.assign(b.drafts.begin(), b.drafts.begin() + L);
+                    if (!p.greedy()) sp.q.assign(b.q.begin(), b.q.begin() + (size_t)L * vt_);
+                    sp.kind = drawn;
+                    sp.hit = true;
+                    break;
+                }
+            }
+            if (hit) {
+                ++st_.hits;
+                ++st_.hits_k[std::min(o.accepted, K)];
+            }
+        }
+        S.branches.clear();
+        S.spec = std::move(sp);
+        if (!hit) misses.push_back(i);
+    }
+    // Backups for the misses, all lossless: each declares its proposal.
+    const double tb = now_s();
+    const BackupKind kind = choose_backup(m.batch_size);
+    for (size_t i : misses) {
+        const DraftOutcome& o = m.outcomes[i];
+        Seq& S = seqs_[o.seq];
+        const int cap = std::clamp(o.max_drafts, 0, K);
+        S.spec.backup = kind;
+        switch (kind) {
+            case BackupKind::Auto:
+            case BackupKind::Jit:
+                S.spec.kind = drawn;
+                jit_seqs.push_back(o.seq);
+                jit_caps.push_back(cap);
+                ++st_.jit;
+                break;
+            case BackupKind::Ngram:
+                S.spec.kind = spec::DraftKind::Deterministic;  // q a point mass
+                S.spec.tokens = spec::NgramProposer::lookup(S.hist, opts_.cfg.ngram_min, opts_.cfg.ngram_max, cap);
+                ++st_.ngram;
+                break;
+            case BackupKind::Random:
+                S.spec.kind = drawn;  // q uniform over the target vocabulary
+                for (int j = 0; j < cap; ++j) S.spec.tokens.push_back((int32_t)(rng_.uniform() * vt_) % vt_);
+                if (!p.greedy()) S.spec.q.assign((size_t)cap * vt_, 1.0f / vt_);
+                ++st_.random;
+                break;
+        }
+    }
+    if (!jit_seqs.empty()) {
+        const double tj = now_s();
+        run_jit(jit_seqs, jit_caps);
+        const double dt = now_s() - tj;
+        jit_s_ = jit_s_ > 0 ? 0.8 * jit_s_ + 0.2 * dt : dt;
+    }
+    st_.backup_s += now_s() - tb;
+    // Calibrate the switch point from what was measured (JIT time per batch).
+    if (st_.lookups >= 8 && verify_s_ > 0 && jit_s_ > 0 && rounds_ > 0) {
+        const double ph = (double)st_.hits / st_.lookups;
+        st_.b_star = backup_switch_batch(ph, (double)emitted_ / rounds_, jit_s_ / verify_s_);
+    } else {
+        st_.b_star = INFINITY;  // not calibrated yet: JIT
+    }
+    for (size_t i = 0; i < m.outcomes.size(); ++i)
+        if (!m.outcomes[i].done) reply.specs.push_back(seqs_[m.outcomes[i].seq].spec);
+    fan_ = est_.fanout(opts_.cfg);
+    st_.acceptance = est_.acceptance();
+    st_.miss_exponent = est_.miss_exponent();
+    st_.fanout = fan_;
+    reply.stats = st_;
+    return reply;
+}
+
+void DraftWorker::build_caches() {
+    kv::KvCache& cache = *ctx_.cache;
+    const double t0 = now_s();
+    const int K = opts_.cfg.k;
+    const int keep = opts_.params.repeat_last_n + 1;
+    std::vector<int> work;
+    for (int s = 0; s < (int)seqs_.size(); ++s)
+        if (seqs_[s].active && seqs_[s].has_root) work.push_back(s);
+    if (work.empty()) return;
+    // Step 0, glue: [root, s1..sL] per sequence, logits at every accept point.
+    batch_.clear();
+    for (int s : work) {
+        Seq& S = seqs_[s];
+        S.glue_row = batch_.size();
+        const int L = (int)S.spec.tokens.size();
+        for (int j = 0; j <= L; ++j) {
+            const int32_t tok = j == 0 ? S.spec.root : S.spec.tokens[j - 1];
+            batch_.add(tok < vd_ ? tok : 0, cache.committed(s) + j, s, j == 0 ? -1 : batch_.size() - 1, true);
+        }
+    }
+    forward();
+    std::vector<int32_t> ctx;
+    int n_branches = 0;
+    for (int s : work) {
+        Seq& S = seqs_[s];
+        S.glue_valid = true;
+        const int L = (int)S.spec.tokens.size();
+        S.scores.resize((size_t)(L + 1) * vt_);
+        S.branches.clear();
+        int n_planned = 0;
+        for (int k = 0; k <= L; ++k) n_planned += fan_[k];
+        const bool room = cache.committed(s) + (L + 1) + n_planned * (K + 1) <= cache.n_ctx();
+        for (int k = 0; k <= L; ++k) {
+            float* sc = S.scores.data() + (size_t)k * vt_;
+            widen(result_.row_logits(S.glue_row + k), row_);
+            if (opts_.params.repeat_penalty != 1.0f) {
+                context_of(S.hist, std::span<const int32_t>(S.spec.tokens.data(), k), keep, ctx);
+                sample::apply_repetition_penalty(row_.data(), vt_, ctx, opts_.params);
+            }
+            std::copy(row_.begin(), row_.end(), sc);
+            if (opts_.cfg.force_miss || !room || fan_[k] <= 0) continue;
+            top_n(sc, vt_, fan_[k] + 1, top_);
+            int taken = 0;
+            for (int x : top_) {
+                if (taken == fan_[k]) break;
+                if (k < L && x == S.spec.tokens[k]) continue;  // rejected token: never the bonus
+                Branch b;
+                b.k = k;
+                b.t = x;
+                S.branches.push_back(std::move(b));
+                ++taken;
+            }
+        }
+        n_branches += (int)S.branches.size();
+    }
+    // Steps 1..K: every branch's path re-fed after its glue prefix; one new
+    // draft per branch per step.
+    const bool sampling = !opts_.params.greedy();
+    for (int j = 1; j <= K && n_branches > 0; ++j) {
+        if (opts_.cfg.interrupt && !inbox_.empty()) {
+            ++st_.interrupted;
+            break;
+        }
+        batch_.clear();
+        for (int s : work) {
+            Seq& S = seqs_[s];
+            if (S.branches.empty()) continue;
+            const int L = (int)S.spec.tokens.size();
+            const int c = cache.committed(s);
+            S.glue_row = batch_.size();
+            for (int g = 0; g <= L; ++g) {
+                const int32_t tok = g == 0 ? S.spec.root : S.spec.tokens[g - 1];
+                batch_.add(tok < vd_ ? tok : 0, c + g, s, g == 0 ? -1 : batch_.size() - 1, false);
+            }
+            for (Branch& b : S.branches) {
+                int prev = S.glue_row + b.k;
+                const int pos0 = c + b.k + 1;
+                for (int d = 0; d < j; ++d) {
+                    const int32_t tok = d == 0 ? b.t : b.drafts[d - 1];
+                    prev = batch_.add(tok < vd_ ? tok : 0, pos0 + d, s, prev, d + 1 == j);
+                }
+                b.last_row = prev;
+            }
+        }
+        forward();
+        int row = 0;
+        for (int s : work) {
+            Seq& S = seqs_[s];
+            for (Branch& b : S.branches) {
+                std::vector<int32_t> path(S.spec.tokens.begin(), S.spec.tokens.begin() + b.k);
+                path.push_back(b.t);
+                path.insert(path.end(), b.drafts.begin(), b.drafts.end());
+                context_of(S.hist, path, keep, ctx);
+                int32_t tok = 0;
+                draw(result_.row_logits(row++), ctx, fan_[j - 1], tok, sampling ? &b.q : nullptr);
+                b.drafts.push_back(tok);
+            }
+        }
+    }
+    st_.branches += n_branches;
+    ++st_.trees;
+    st_.tree_s += now_s() - t0;
+}
+
+}  // namespace specdec::sched

@@ -1,0 +1,119 @@
+// The asynchronous draft side of SSD: a thread with its own draft model
+// context (KV cache and thread pool) that answers each verification outcome
+// with the next speculation, then, while the target verifies it, builds the
+// speculation cache for that speculation's likely outcomes:
+//   1. glue decode: one causal forward over [root, s1..sL] gives q_0..q_L;
+//   2. fork: at each accept point k the top F_k tokens of q_k (s_{k+1}
+//      excluded for k < L: after a rejection the residual is zero there);
+//   3. tree decode: K draft steps for every branch at once, one forward per
+//      step holding the glue rows and every branch's path (parent links keep
+//      branches invisible to each other; branch KV is scratch, never committed);
+//   4. store (k, t) -> (drafts, their proposal distributions).
+// The glue rows always come first in each forward, so after the build the
+// sequence's speculative KV region holds [root, s1..sL] and an outcome k just
+// commits k + 1 of them.
+// Talks to the target only through ssd_messages.h records.
+#pragma once
+
+#include <exception>
+#include <span>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "core/rng.h"
+#include "kv/kv_cache.h"
+#include "model/forward_batch.h"
+#include "model/transformer.h"
+#include "sample/sampler.h"
+#include "sched/ssd_fanout.h"
+#include "sched/ssd_messages.h"
+
+namespace specdec {
+class ThreadPool;
+}
+
+namespace specdec::sched {
+
+struct DraftContext {
+    model::Transformer* model = nullptr;
+    kv::KvCache* cache = nullptr;  // one sequence slot per batch sequence
+    int prefill_chunk = 256;
+};
+
+struct DraftWorkerOptions {
+    SsdConfig cfg;
+    sample::SamplingParams params;
+    int target_n_vocab = 0;
+};
+
+class DraftWorker {
+public:
+    // Starts the thread (which creates the draft's pool, pinned if asked).
+    DraftWorker(const DraftContext& ctx, const DraftWorkerOptions& opts);
+    ~DraftWorker();  // sends Stop and joins
+    DraftWorker(const DraftWorker&) = delete;
+    DraftWorker& operator=(const DraftWorker&) = delete;
+
+    void send(ToDraft msg) { inbox_.push(std::move(msg)); }
+    FromDraft receive() { return outbox_.pop(); }
+
+private:
+    struct Branch {
+        int k = 0;                      // accept point
+        int32_t t = 0;                  // bonus guess
+        std::vector<int32_t> drafts;    // (<= K) tokens after t
+        std::vector<float> q;           // sampling: (drafts, target vocab) proposals
+        int last_row = -1;              // batch row of the branch's last token in the current step
+    };
+    struct Seq {
+        bool active = false;
+        bool has_root = false;
+        std::vector<int32_t> hist;      // committed draft KV = hist minus its last token (the root)
+        Speculation spec;               // the speculation the target is verifying
+        bool glue_valid = false;        // speculative KV region holds [root, spec drafts]
+        std::vector<Branch> branches;
+        std::vector<float> scores;      // (L + 1, target vocab) penalised glue logits, for bonus ranks
+        int glue_row = 0;               // batch row of the root in the current forward
+    };
+
+    void loop();
+    void handle_begin(const ToDraft& m);
+    FromDraft handle_outcomes(const ToDraft& m);
+    void build_caches();
+    void commit_outcomes(const std::vector<DraftOutcome>& outs);
+    void run_jit(const std::vector<int>& seqs, const std::vector<int>& caps);
+    void draw(const float* logits, std::span<const int32_t> hist, int F, int32_t& tok, std::vector<float>* q);
+    BackupKind choose_backup(int batch) const;
+    void forward();
+    void widen(const float* draft_row, std::vector<float>& out) const;
+
+    DraftContext ctx_;
+    DraftWorkerOptions opts_;
+    int vt_ = 0, vd_ = 0;               // target / draft vocabulary
+    std::unique_ptr<ThreadPool> pool_;  // created on the worker thread
+    Channel<ToDraft> inbox_;
+    Channel<FromDraft> outbox_;
+    std::vector<Seq> seqs_;
+    FanoutEstimator est_;
+    std::vector<int> fan_;              // (K + 1) current F_k
+    DraftSideStats st_;
+    Rng rng_;
+    model::ForwardBatch batch_;
+    model::ForwardResult result_;
+    std::vector<float> row_, prob_;     // (target vocab) scratch
+    std::vector<int> top_;
+    double verify_s_ = 0;               // recent target verification time
+    double jit_s_ = 0;                  // recent JIT time (one batched call)
+    long emitted_ = 0, rounds_ = 0;     // per-sequence rounds seen, tokens they emitted
+    std::thread thread_;
+};
+
+// Saguaro sampling: q' = q with the F most likely tokens' mass times C,
+// renormalised (unchanged when nothing would remain).
+void saguaro_reweight(std::vector<float>& q, int F, float C);
+
+// Indices of the n largest values (ties to the lowest index), best first.
+void top_n(const float* s, int V, int n, std::vector<int>& out);
+
+}  // namespace specdec::sched

@@ -1,0 +1,114 @@
+// The message seam between the target side and the asynchronous draft side of
+// SSD. Everything crossing it is a plain record (no pointers into either
+// side's memory), so the in-process channel below can later be replaced by a
+// socket or a device queue that serialises the same records.
+//
+// Protocol, per sequence:
+//   target -> draft  Begin{prompt}         draft prefills its own cache
+//   target -> draft  Outcome{k=0, bonus}   the first token (from the target's prefill)
+//   draft -> target  Speculation           (a miss: the backup drafted it)
+//   repeat:  target verifies the speculation while the draft builds its cache
+//            for every likely outcome; target -> draft Outcome{k, bonus};
+//            draft -> target the next Speculation (cache hit or backup).
+//   target -> draft  Outcome{done}         the sequence has ended (no reply)
+// One message per round carries every sequence of the batch.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "sched/ssd_config.h"
+#include "spec/draft_tree.h"
+
+namespace specdec::sched {
+
+struct DraftBegin {
+    int seq = 0;
+    std::vector<int32_t> prompt;
+};
+
+// The result of verifying the last speculation of a sequence.
+struct DraftOutcome {
+    int seq = 0;
+    int accepted = 0;     // k: drafts accepted
+    int32_t bonus = 0;    // t: the token the target chose after them
+    int max_drafts = 0;   // cap on the next speculation's length (context room, tokens left)
+    bool done = false;    // the sequence has ended: no reply
+};
+
+struct ToDraft {
+    enum class Kind { Begin, Outcomes, Stop };
+    Kind kind = Kind::Outcomes;
+    std::vector<DraftBegin> begins;
+    std::vector<DraftOutcome> outcomes;
+    int batch_size = 1;      // sequences still running (the auto backup's b)
+    double verify_s = 0;     // the target's last verification (calibrates b*)
+};
+
+// A speculation: K draft tokens after the root, and how they were drawn.
+struct Speculation {
+    int seq = 0;
+    int32_t root = 0;
+    std::vector<int32_t> tokens;           // (L) drafts after the root
+    spec::DraftKind kind = spec::DraftKind::Deterministic;
+    int n_vocab = 0;                       // target vocabulary (q row width)
+    std::vector<float> q;                  // Sampled: (L, n_vocab) proposal each draft was drawn from
+    bool hit = false;                      // came from the speculation cache
+    BackupKind backup = BackupKind::Jit;   // misses: which backup drafted it
+};
+
+// Cumulative draft-side counters, sent with every reply.
+struct DraftSideStats {
+    int lookups = 0, hits = 0;
+    std::vector<int> lookups_k, hits_k;  // (K + 1) by realised accept point
+    int jit = 0, ngram = 0, random = 0;  // backups run (per sequence)
+    int trees = 0;                       // cache builds (rounds)
+    int interrupted = 0;                 // builds cut short by the target's outcome
+    int branches = 0;                    // branches built
+    double tree_s = 0;                   // time building caches (overlaps verification)
+    double backup_s = 0;                 // time in backups (the target waits)
+    double acceptance = 0, miss_exponent = 0;
+    double b_star = 0;
+    std::vector<int> fanout;             // last F_k
+};
+
+struct FromDraft {
+    std::vector<Speculation> specs;
+    DraftSideStats stats;
+    std::string error;  // non-empty: the draft side failed
+};
+
+// Unbounded blocking queue between two threads.
+template <class T>
+class Channel {
+public:
+    void push(T v) {
+        {
+            std::lock_guard<std::mutex> lk(mu_);
+            q_.push_back(std::move(v));
+        }
+        cv_.notify_one();
+    }
+    T pop() {
+        std::unique_lock<std::mutex> lk(mu_);
+        cv_.wait(lk, [&] { return !q_.empty(); });
+        T v = std::move(q_.front());
+        q_.pop_front();
+        return v;
+    }
+    bool empty() const {
+        std::lock_guard<std::mutex> lk(mu_);
+        return q_.empty();
+    }
+
+private:
+    mutable std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<T> q_;
+};
+
+}  // namespace specdec::sched

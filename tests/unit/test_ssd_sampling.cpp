@@ -1,0 +1,203 @@
+// SSD under sampling is lossless: the emitted tokens follow the target's own
+// distribution exactly, with Saguaro sampling off (C = 1) and on (C < 1), with
+// every backup, and with forced misses. A tiny synthetic target (16 tokens), a
+// close synthetic draft, K = 1 so that rounds 2.. are answered from the
+// speculation cache; the joint distribution of generated tokens 3 and 4 over
+// many seeds is compared with the exact target joint (enumerated) by a Pearson
+// chi-square test at false-alarm rate 1e-4 per configuration. A negative
+// control (the draft's own distribution) must fail the same test.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "sched/ssd_scheduler.h"
+#include "unit/spec_test_support.h"
+
+using namespace specdec;
+
+namespace {
+
+constexpr int kV = 16;
+const std::vector<int32_t> kPrompt{1, 2, 3};
+constexpr int kFirst = 2;  // 0-based index of the first token of the tested pair
+
+sample::SamplingParams sampling() {
+    sample::SamplingParams p;
+    p.temperature = 0.9f;
+    p.top_k = 12;
+    return p;
+}
+
+std::vector<float> next_dist(test::TinyModel& m, ThreadPool& pool, const std::vector<int32_t>& ctx) {
+    kv::KvCache cache(m.model->kv_options(32, 1));
+    model::ForwardBatch b;
+    model::ForwardResult r;
+    b.add_chain(ctx, 0, 0, false);
+    m.model->forward(b, cache, pool, r);
+    std::vector<float> p;
+    sample::distribution(r.row_logits(0), kV, ctx, sampling(), p);
+    return p;
+}
+
+// Exact joint of generated tokens kFirst and kFirst + 1, by enumeration.
+void enumerate(test::TinyModel& m, ThreadPool& pool, std::vector<int32_t>& ctx, int depth, double prob,
+               std::vector<double>& joint, int prev) {
+    const auto p = next_dist(m, pool, ctx);
+    for (int a = 0; a < kV; ++a) {
+        if (p[a] == 0) continue;
+        if (depth == kFirst + 1) {
+            joint[prev * kV + a] += prob * p[a];
+            continue;
+        }
+        ctx.push_back(a);
+        enumerate(m, pool, ctx, depth + 1, prob * p[a], joint, depth == kFirst ? a : prev);
+        ctx.pop_back();
+    }
+}
+
+std::pair<double, double> chi_square(const std::vector<int>& counts, const std::vector<double>& probs, int n) {
+    double stat = 0, pooled_e = 0;
+    int pooled_o = 0, df = -1;
+    for (size_t i = 0; i < probs.size(); ++i) {
+        const double e = probs[i] * n;
+        if (e < 5) {
+            pooled_e += e;
+            pooled_o += counts[i];
+            continue;
+        }
+        stat += (counts[i] - e) * (counts[i] - e) / e;
+        ++df;
+    }
+    if (pooled_e > 0) {
+        stat += (pooled_o - pooled_e) * (pooled_o - pooled_e) / std::max(pooled_e, 1e-9);
+        ++df;
+    }
+    // Wilson-Hilferty quantile at 1 - 1e-4 (z = 3.719).
+    const double z = 3.719, a = 2.0 / (9.0 * df);
+    return {stat, df * std::pow(1 - a + z * std::sqrt(a), 3)};
+}
+
+struct Models {
+    ThreadPool pool{1};
+    test::TinyModel target, draft;
+    Models() : target(spec(1.0f), 32, 1), draft(spec(0.7f), 32, 1) {}
+    static test::SyntheticModelSpec spec(float scale) {
+        test::SyntheticModelSpec s;
+        s.n_vocab = kV;
+        s.weight_scale = scale;
+        s.seed = 7;
+        return s;
+    }
+};
+
+struct Counts {
+    std::vector<int> counts = std::vector<int>(kV * kV, 0);
+    long hits = 0, lookups = 0;
+};
+
+Counts sample_ssd(Models& m, const sched::SsdConfig& cfg, int n, bool draft_only) {
+    Counts c;
+    for (int s = 0; s < n; ++s) {
+        sample::SamplingParams p = sampling();
+        p.seed = 5000 + s;
+        std::vector<int32_t> out;
+        if (draft_only) {  // negative control: sample the draft model itself
+            test::TinyModel& d = m.draft;
+            kv::KvCache cache(d.model->kv_options(32, 1));
+            Rng rng(p.seed);
+            std::vector<int32_t> ctx = kPrompt;
+            std::vector<float> scratch;
+            for (int j = 0; j <= kFirst + 1; ++j) {
+                const auto q = next_dist(d, m.pool, ctx);
+                const int32_t t = sample::sample_from(q, rng);
+                out.push_back(t);
+                ctx.push_back(t);
+            }
+        } else {
+            sched::TargetContext tc{m.target.model.get(), m.target.cache.get(), &m.pool, 256};
+            sched::DraftContext dc{m.draft.model.get(), m.draft.cache.get(), 256};
+            sched::SsdScheduler sch(tc, dc, p, cfg);
+            sched::SsdStats st;
+            sch.run({kPrompt}, {kFirst + 2}, [&](int, int32_t t) { out.push_back(t); return false; }, st);
+            c.hits += st.draft.hits;
+            c.lookups += st.draft.lookups;
+        }
+        c.counts[out[kFirst] * kV + out[kFirst + 1]]++;
+    }
+    return c;
+}
+
+const std::vector<double>& exact() {
+    static std::vector<double> joint = [] {
+        Models m;
+        std::vector<double> j(kV * kV, 0.0);
+        std::vector<int32_t> ctx = kPrompt;
+        enumerate(m.target, m.pool, ctx, 0, 1.0, j, 0);
+        return j;
+    }();
+    return joint;
+}
+
+void expect_lossless(const sched::SsdConfig& cfg, const char* name, bool expect_hits) {
+    Models m;
+    const int n = 12000;
+    const Counts c = sample_ssd(m, cfg, n, false);
+    const auto [stat, crit] = chi_square(c.counts, exact(), n);
+    std::printf("[ %s ] chi-square %.1f, critical (1e-4) %.1f, cache hits %ld / %ld\n", name, stat, crit, c.hits,
+                c.lookups);
+    EXPECT_LT(stat, crit) << name;
+    if (expect_hits) {
+        EXPECT_GT(c.hits, c.lookups / 10) << name << ": the cache was barely exercised";
+    }
+}
+
+sched::SsdConfig base() {
+    sched::SsdConfig cfg;
+    cfg.k = 1;
+    cfg.fanout_budget = 4;
+    cfg.interrupt = false;  // deterministic: every cache is finished
+    cfg.backup = sched::BackupKind::Jit;
+    return cfg;
+}
+
+}  // namespace
+
+TEST(SsdSampling, CacheWithJitBackupIsLossless) { expect_lossless(base(), "ssd jit C=1", true); }
+
+TEST(SsdSampling, SaguaroSamplingIsLossless) {
+    sched::SsdConfig cfg = base();
+    cfg.saguaro_c = 0.3f;
+    expect_lossless(cfg, "ssd jit C=0.3", true);
+}
+
+TEST(SsdSampling, NgramBackupIsLossless) {
+    sched::SsdConfig cfg = base();
+    cfg.backup = sched::BackupKind::Ngram;
+    cfg.saguaro_c = 0.5f;
+    expect_lossless(cfg, "ssd ngram C=0.5", true);
+}
+
+TEST(SsdSampling, RandomBackupIsLossless) {
+    sched::SsdConfig cfg = base();
+    cfg.backup = sched::BackupKind::Random;
+    cfg.k = 2;
+    expect_lossless(cfg, "ssd random", false);
+}
+
+TEST(SsdSampling, ForcedMissesAreLossless) {
+    sched::SsdConfig cfg = base();
+    cfg.force_miss = true;
+    cfg.k = 2;
+    cfg.saguaro_c = 0.2f;
+    expect_lossless(cfg, "ssd forced misses C=0.2", false);
+}
+
+TEST(SsdSampling, NegativeControlDraftDistributionIsRejected) {
+    Models m;
+    const int n = 12000;
+    const Counts c = sample_ssd(m, base(), n, true);
+    const auto [stat, crit] = chi_square(c.counts, exact(), n);
+    std::printf("[ draft-only control ] chi-square %.1f, critical (1e-4) %.1f\n", stat, crit);
+    EXPECT_GT(stat, crit) << "the test cannot tell the draft from the target: it has no power";
+}
