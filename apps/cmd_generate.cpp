@@ -130,6 +130,8 @@ int cmd_generate(int argc, char** argv) {
         // chain/tree: the draft runs on the target's pool; ssd: on its worker's
         // own pool. Either way the engine's pool stays idle.
         dopts.n_threads = 1;
+        // ssd: one scratch sequence slot per cached branch (untouched KV pages cost nothing).
+        if (is_ssd) dopts.n_seq = 1 + ssd.fanout_budget;
         draft = runtime::Engine::load(dopts);
     }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <cmath>
 #include <limits>
 
@@ -117,8 +118,27 @@ void DraftWorker::widen(const float* draft_row, std::vector<float>& out) const {
     std::copy(draft_row, draft_row + std::min(vt_, vd_), out.begin());
 }
 
+bool DraftWorker::use_slots(int n_branches) const { return n_branches <= slots_per_seq(); }
+
+void DraftWorker::sync_slot(int src, int dst, int n) {
+    kv::KvCache& cache = *ctx_.cache;
+    const int c = std::min({slot_valid_[dst], cache.committed(dst), n});
+    cache.truncate(dst, c);
+    const size_t bytes = (size_t)(n - c) * cache.kv_dim() * sizeof(uint16_t);
+    if (bytes) {
+        for (int l = 0; l < cache.n_layer(); ++l) {
+            std::memcpy(cache.k(l, dst, c), cache.k(l, src, c), bytes);
+            std::memcpy(cache.v(l, dst, c), cache.v(l, src, c), bytes);
+        }
+    }
+    for (int s = c; s < n; ++s) cache.set_pos(dst, s, cache.pos(src, s));
+    cache.commit_length(dst, n - c);
+}
+
 void DraftWorker::handle_begin(const ToDraft& m) {
     kv::KvCache& cache = *ctx_.cache;
+    for (const DraftBegin& b : m.begins) n_batch_ = std::max(n_batch_, b.seq + 1);
+    slot_valid_.assign(cache.n_seq(), 0);  // branch slots are rebuilt from scratch
     for (const DraftBegin& b : m.begins) {
         SPECDEC_CHECK(b.seq >= 0 && b.seq < (int)seqs_.size(), "SSD: sequence ", b.seq, " out of range");
         Seq& S = seqs_[b.seq];
@@ -413,9 +433,60 @@ void DraftWorker::build_caches() {
         }
         n_branches += (int)S.branches.size();
     }
+    const bool sampling = !opts_.params.greedy();
+    int max_branches = 0;
+    for (int s : work) max_branches = std::max(max_branches, (int)seqs_[s].branches.size());
+    if (n_branches > 0 && use_slots(max_branches)) {
+        // Scratch slots: commit the glue in the sequence, then walk the accept
+        // points downwards, giving each branch the prefix up to its k.
+        for (int s : work) {
+            Seq& S = seqs_[s];
+            if (S.branches.empty()) continue;
+            const int P = cache.committed(s), L = (int)S.spec.tokens.size();
+            cache.commit_length(s, L + 1);
+            for (size_t i = 0; i < S.branches.size(); ++i) sync_slot(s, branch_slot(s, (int)i), P + S.branches[i].k + 1);
+            cache.truncate(s, P);  // the glue stays in the speculative region
+            for (size_t i = 0; i < S.branches.size(); ++i) slot_valid_[branch_slot(s, (int)i)] = P + 1;
+        }
+        for (int j = 1; j <= K; ++j) {
+            if (opts_.cfg.interrupt && !inbox_.empty()) {
+                ++st_.interrupted;
+                break;
+            }
+            batch_.clear();
+            for (int s : work) {
+                Seq& S = seqs_[s];
+                for (size_t i = 0; i < S.branches.size(); ++i) {
+                    const Branch& b = S.branches[i];
+                    const int slot = branch_slot(s, (int)i);
+                    const int32_t tok = j == 1 ? b.t : b.drafts.back();
+                    batch_.add(tok < vd_ ? tok : 0, cache.committed(slot), slot, -1, true);
+                }
+            }
+            forward();
+            int row = 0;
+            for (int s : work) {
+                Seq& S = seqs_[s];
+                for (size_t i = 0; i < S.branches.size(); ++i) {
+                    Branch& b = S.branches[i];
+                    cache.commit_length(branch_slot(s, (int)i), 1);
+                    std::vector<int32_t> path(S.spec.tokens.begin(), S.spec.tokens.begin() + b.k);
+                    path.push_back(b.t);
+                    path.insert(path.end(), b.drafts.begin(), b.drafts.end());
+                    context_of(S.hist, path, keep, ctx);
+                    int32_t tok = 0;
+                    draw(result_.row_logits(row++), ctx, fan_[j - 1], tok, sampling ? &b.q : nullptr);
+                    b.drafts.push_back(tok);
+                }
+            }
+        }
+        st_.branches += n_branches;
+        ++st_.trees;
+        st_.tree_s += now_s() - t0;
+        return;
+    }
     // Steps 1..K: every branch's path re-fed after its glue prefix; one new
     // draft per branch per step.
-    const bool sampling = !opts_.params.greedy();
     for (int j = 1; j <= K && n_branches > 0; ++j) {
         if (opts_.cfg.interrupt && !inbox_.empty()) {
             ++st_.interrupted;

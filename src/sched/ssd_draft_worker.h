@@ -6,8 +6,12 @@
 //   2. fork: at each accept point k the top F_k tokens of q_k (s_{k+1}
 //      excluded for k < L: after a rejection the residual is zero there);
 //   3. tree decode: K draft steps for every branch at once, one forward per
-//      step holding the glue rows and every branch's path (parent links keep
-//      branches invisible to each other; branch KV is scratch, never committed);
+//      step. With spare sequence slots in the draft cache (n_seq >= batch *
+//      (1 + branches)), each branch lives in its own scratch slot: the slot gets
+//      the prefix up to its accept point (only what changed since the last
+//      round is copied) and then decodes one row per step, committing as it
+//      goes. Without spare slots every step re-feeds the glue rows and each
+//      branch's path (parent links keep branches invisible to each other).
 //   4. store (k, t) -> (drafts, their proposal distributions).
 // The glue rows always come first in each forward, so after the build the
 // sequence's speculative KV region holds [root, s1..sL] and an outcome k just
@@ -86,6 +90,12 @@ private:
     void draw(const float* logits, std::span<const int32_t> hist, int F, int32_t& tok, std::vector<float>* q);
     BackupKind choose_backup(int batch) const;
     void forward();
+    bool use_slots(int n_branches) const;
+    int branch_slot(int seq, int i) const { return n_batch_ + seq * slots_per_seq() + i; }
+    int slots_per_seq() const { return n_batch_ ? (ctx_.cache->n_seq() - n_batch_) / n_batch_ : 0; }
+    // Makes slot dst hold src's first n committed entries, copying only past
+    // what dst already shares with src.
+    void sync_slot(int src, int dst, int n);
     void widen(const float* draft_row, std::vector<float>& out) const;
 
     DraftContext ctx_;
@@ -95,6 +105,8 @@ private:
     Channel<ToDraft> inbox_;
     Channel<FromDraft> outbox_;
     std::vector<Seq> seqs_;
+    int n_batch_ = 0;                   // sequences of the batch (slots 0..n_batch_-1)
+    std::vector<int> slot_valid_;       // (n_seq) leading entries a branch slot shares with its sequence
     FanoutEstimator est_;
     std::vector<int> fan_;              // (K + 1) current F_k
     DraftSideStats st_;

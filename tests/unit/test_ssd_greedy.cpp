@@ -52,8 +52,12 @@ SsdRun run_ssd(Pair& m, test::TinyModel& draft, const std::vector<std::vector<in
 
 const std::vector<std::vector<int32_t>> kPrompts{{1, 2, 3}, {5, 9, 2, 7, 7, 1}, {40}};
 
-TEST(SsdGreedy, MatchesArAcrossBackupsHitsAndMisses) {
-    Pair m;
+// n_seq 3: branches re-fed through parent links; 21: each branch in its own
+// scratch sequence slot (3 sequences x (1 + 6 branches)).
+class SsdGreedyBranchMode : public ::testing::TestWithParam<int> {};
+
+TEST_P(SsdGreedyBranchMode, MatchesArAcrossBackupsHitsAndMisses) {
+    Pair m(256, GetParam());
     const int n = 40;
     std::vector<std::vector<int32_t>> ref;
     for (const auto& p : kPrompts) ref.push_back(test::greedy_ar(m.target, m.pool, p, n));
@@ -89,6 +93,8 @@ TEST(SsdGreedy, MatchesArAcrossBackupsHitsAndMisses) {
                         }
                     }
 }
+
+INSTANTIATE_TEST_SUITE_P(Slots, SsdGreedyBranchMode, ::testing::Values(3, 21));
 
 TEST(SsdGreedy, UniformFanoutAndZeroBudgetMatchAr) {
     Pair m;
@@ -145,7 +151,7 @@ TEST(SsdGreedy, RunsToTheEndOfTheContextLikeAr) {
 }
 
 TEST(SsdGreedy, LongBatchedRunsRepeatWithoutDeadlock) {
-    Pair m(512, 3);
+    Pair m(512, 3 * 9);  // branch slots for budgets up to 8
     const int n = 200;
     std::vector<std::vector<int32_t>> ref;
     for (const auto& p : kPrompts) ref.push_back(test::greedy_ar(m.target, m.pool, p, n));

@@ -67,7 +67,7 @@ void expect_identity(runtime::Engine& target, runtime::Engine& draft, int n, dou
 TEST(RealSsdSmolLM, SelfDraftGreedyIdentity) {
     SPECDEC_REQUIRE_MODEL(path, test::kSmolLM);
     auto target = load(path, 2);
-    auto draft = load(path, 2);
+    auto draft = load(path, 2 * 7);  // branch slots for the budget of 6
     expect_identity(*target, *draft, 24, 0.7);
 }
 
@@ -75,6 +75,6 @@ TEST(RealSsdQwen, DraftPairGreedyIdentity) {
     SPECDEC_REQUIRE_MODEL(tpath, "qwen2.5-coder-1.5b-instruct-q4_k_m");
     SPECDEC_REQUIRE_MODEL(dpath, "qwen2.5-coder-0.5b-instruct-q4_k_m");
     auto target = load(tpath, 2);
-    auto draft = load(dpath, 2);
+    auto draft = load(dpath, 2 * 7);
     expect_identity(*target, *draft, 16, 0.0);
 }

@@ -81,7 +81,8 @@ std::pair<double, double> chi_square(const std::vector<int>& counts, const std::
 struct Models {
     ThreadPool pool{1};
     test::TinyModel target, draft;
-    Models() : target(spec(1.0f), 32, 1), draft(spec(0.7f), 32, 1) {}
+    // draft_seqs > 1: branch slots (1 + budget) instead of re-fed branch paths.
+    explicit Models(int draft_seqs = 1) : target(spec(1.0f), 32, 1), draft(spec(0.7f), 32, draft_seqs) {}
     static test::SyntheticModelSpec spec(float scale) {
         test::SyntheticModelSpec s;
         s.n_vocab = kV;
@@ -139,8 +140,8 @@ const std::vector<double>& exact() {
     return joint;
 }
 
-void expect_lossless(const sched::SsdConfig& cfg, const char* name, bool expect_hits) {
-    Models m;
+void expect_lossless(const sched::SsdConfig& cfg, const char* name, bool expect_hits, int draft_seqs = 1) {
+    Models m(draft_seqs);
     const int n = 12000;
     const Counts c = sample_ssd(m, cfg, n, false);
     const auto [stat, crit] = chi_square(c.counts, exact(), n);
@@ -169,6 +170,13 @@ TEST(SsdSampling, SaguaroSamplingIsLossless) {
     sched::SsdConfig cfg = base();
     cfg.saguaro_c = 0.3f;
     expect_lossless(cfg, "ssd jit C=0.3", true);
+}
+
+TEST(SsdSampling, BranchSlotsWithSaguaroAreLossless) {
+    sched::SsdConfig cfg = base();
+    cfg.k = 2;
+    cfg.saguaro_c = 0.5f;
+    expect_lossless(cfg, "ssd branch slots C=0.5", true, 1 + cfg.fanout_budget);
 }
 
 TEST(SsdSampling, NgramBackupIsLossless) {
