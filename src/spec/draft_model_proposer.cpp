@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "sample/fast_select.h"
 
 namespace specdec::spec {
 
@@ -14,16 +15,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Indices of the k largest values of q that are > 0, best first, ties to the
-// lower id (the same tie rule as argmax).
+// lower id (the same tie rule as argmax): one partial-selection pass.
 std::vector<int32_t> top_k_ids(const std::vector<float>& q, int k) {
-    std::vector<int32_t> ids;
-    ids.reserve(256);
-    for (int32_t v = 0; v < (int32_t)q.size(); ++v)
-        if (q[v] > 0) ids.push_back(v);
-    auto better = [&](int32_t a, int32_t b) { return q[a] > q[b] || (q[a] == q[b] && a < b); };
-    const size_t kk = std::min<size_t>(k, ids.size());
-    std::partial_sort(ids.begin(), ids.begin() + kk, ids.end(), better);
-    ids.resize(kk);
+    std::vector<int32_t> ids(std::max(0, k));
+    const int n = sample::top_k_select(q.data(), (int)q.size(), k, ids.data());
+    ids.resize(n);
+    while (!ids.empty() && !(q[ids.back()] > 0)) ids.pop_back();
     return ids;
 }
 }  // namespace
@@ -39,6 +36,13 @@ DraftModelProposer::DraftModelProposer(model::Transformer& model, kv::KvCache& c
     SPECDEC_CHECK(!opts.subset || opts.subset->n_target_vocab() == opts.target_n_vocab,
                   "draft proposer: vocabulary subset made for another vocabulary");
     deterministic_ = opts.params.greedy() || !opts.sampled;
+    const auto& p = opts.params;
+    fast_top_ = deterministic_ && (p.greedy() || (p.top_k == 0 && p.top_p >= 1.0f && p.min_p <= 0.0f));
+    if (opts.subset) {
+        const int bound = std::min(model.config().n_vocab, opts.target_n_vocab);
+        for (int32_t t : opts.subset->ids())
+            if (t < bound) allowed_.push_back(t);
+    }
     known_.resize(cache.n_seq());
     wstart_.assign(cache.n_seq(), 0);
 }
@@ -124,13 +128,49 @@ void DraftModelProposer::draft_dist(int batch_row, const Work& w, int node, std:
     std::copy(q_.begin(), q_.begin() + std::min(nv, opts_.target_n_vocab), q.begin());
 }
 
+const float* DraftModelProposer::row_logits(int batch_row) const {
+    const auto it = std::lower_bound(result_.logit_rows.begin(), result_.logit_rows.end(), batch_row);
+    SPECDEC_CHECK(it != result_.logit_rows.end() && *it == batch_row, "draft: no logits for row ", batch_row);
+    return result_.row_logits((size_t)(it - result_.logit_rows.begin()));
+}
+
+void DraftModelProposer::draft_top(int batch_row, const Work& w, int node, int k, bool with_scores) {
+    const int nv = result_.n_vocab;
+    const float* x = row_logits(batch_row);
+    if (opts_.params.repeat_penalty != 1.0f) {
+        row_.assign(x, x + nv);
+        const std::vector<int32_t> h = node_history(w, node);
+        sample::apply_repetition_penalty(row_.data(), nv, h, opts_.params);
+        x = row_.data();
+    }
+    const int bound = std::min(nv, opts_.target_n_vocab);  // drafts are target ids
+    int32_t ids[64];
+    k = std::min(k, 64);
+    const int n = opts_.subset ? sample::top_k_select_ids(x, allowed_, k, ids) : sample::top_k_select(x, bound, k, ids);
+    picks_.resize(n);
+    if (n == 0) return;
+    const float mx = x[ids[0]];
+    const float inv_t = opts_.params.greedy() ? 1.0f : 1.0f / opts_.params.temperature;
+    const double lse = !with_scores ? 0.0
+                       : opts_.subset ? sample::log_sum_exp_ids(x, allowed_, mx, inv_t)
+                                      : sample::log_sum_exp(x, bound, mx, inv_t);
+    for (int j = 0; j < n; ++j)
+        picks_[j] = {ids[j], with_scores ? (float)((double)(x[ids[j]] - mx) * inv_t - lse) : 0.0f};
+}
+
+void DraftModelProposer::expand_top(Work& w, int node) {
+    const float base = node < 0 ? 0.0f : w.cands[node].score;
+    const int depth = node < 0 ? 1 : w.cands[node].depth + 1;
+    for (const Pick& p : picks_) w.cands.push_back({p.token, node, base + p.logq, depth, -1, false});
+}
+
 // Adds the children of `node` (-1: root) drawn from its draft distribution q.
 void DraftModelProposer::expand(Work& w, int node, const std::vector<float>& q, Rng& rng) {
     const float base = node < 0 ? 0.0f : w.cands[node].score;
     const int depth = node < 0 ? 1 : w.cands[node].depth + 1;
     const int k = opts_.shape == DraftShape::Chain ? 1 : opts_.tree_topk;
     if (deterministic_) {
-        for (int32_t t : top_k_ids(q, k)) w.cands.push_back({t, node, base + std::log(q[t]), depth, -1});
+        for (int32_t t : top_k_ids(q, k)) w.cands.push_back({t, node, base + std::log(q[t]), depth, -1, false});
         return;
     }
     // Sampled: the number of children depends on the room left only, never on
@@ -143,7 +183,7 @@ void DraftModelProposer::expand(Work& w, int node, const std::vector<float>& q, 
     t.q_pool.insert(t.q_pool.end(), q.begin(), q.end());
     for (int j = 0; j < m; ++j) {
         const int32_t x = sample::sample_from(q, rng);
-        w.cands.push_back({x, node, base + std::log(std::max(q[x], 1e-30f)), depth, qrow});
+        w.cands.push_back({x, node, base + std::log(std::max(q[x], 1e-30f)), depth, qrow, false});
     }
 }
 
@@ -161,9 +201,14 @@ void DraftModelProposer::propose_chain(std::vector<Work>& work, Rng& rng) {
             const int kw = std::min(K, w.cap - 1);
             if (j > kw || rows[i] < 0) continue;
             const int prev = (int)w.cands.size() - 1;  // -1: root
-            draft_dist(rows[i], w, prev, q);
             const size_t before = w.cands.size();
-            expand(w, prev, q, rng);
+            if (fast_top_) {
+                draft_top(rows[i], w, prev, 1, false);  // a chain's scores rank nothing
+                expand_top(w, prev);
+            } else {
+                draft_dist(rows[i], w, prev, q);
+                expand(w, prev, q, rng);
+            }
             if (w.cands.size() == before) {  // q empty (cannot happen for a sane model)
                 rows[i] = -1;
                 continue;
@@ -185,21 +230,69 @@ void DraftModelProposer::propose_chain(std::vector<Work>& work, Rng& rng) {
     }
 }
 
+// Commits into the draft cache the chain of candidates that is an ancestor of
+// every node of the (next) frontier: each was a row of the forward just run,
+// and every later row of this propose descends from all of them, so they can
+// be read from the prefix instead of being fed again.
+void DraftModelProposer::commit_shared_chain(Work& w) {
+    if (w.frontier.empty()) return;
+    // Ancestors of the first frontier node, deepest first, down to the committed end.
+    std::vector<int> chain;
+    for (int c = w.cands[w.frontier[0]].parent; c >= 0 && !w.cands[c].committed; c = w.cands[c].parent)
+        chain.push_back(c);
+    std::reverse(chain.begin(), chain.end());  // shallowest first
+    size_t shared = chain.size();
+    for (size_t fi = 1; fi < w.frontier.size() && shared > 0; ++fi) {
+        // Depth of the deepest chain node that is an ancestor of this frontier node.
+        size_t m = 0;
+        for (int c = w.cands[w.frontier[fi]].parent; c >= 0 && !w.cands[c].committed; c = w.cands[c].parent) {
+            const size_t d = (size_t)(w.cands[c].depth - (chain.empty() ? 0 : w.cands[chain[0]].depth)) + 1;
+            if (d <= shared && chain[d - 1] == c) {
+                m = d;
+                break;
+            }
+        }
+        shared = std::min(shared, m);
+    }
+    if (shared == 0) return;
+    std::vector<int> idx;
+    for (size_t j = 0; j < shared; ++j) {
+        const int c = chain[j];
+        if (w.row_of[c] < 0) return;  // not written by the last forward: nothing to keep
+        idx.push_back(w.row_of[c] - w.first_row);
+    }
+    cache_.commit_path(w.seq, idx);
+    for (size_t j = 0; j < shared; ++j) {
+        w.cands[chain[j]].committed = true;
+        known_[w.seq].push_back(w.cands[chain[j]].token);
+    }
+}
+
 void DraftModelProposer::propose_tree(std::vector<Work>& work, Rng& rng) {
     std::vector<float> q;
     const int k = opts_.tree_topk;
+    std::vector<int> fresh;
+    std::vector<uint8_t> need;
     auto next_frontier = [&](Work& w, size_t from) {
-        std::vector<int> fresh(w.cands.size() - from);
+        fresh.resize(w.cands.size() - from);
         std::iota(fresh.begin(), fresh.end(), (int)from);
         std::stable_sort(fresh.begin(), fresh.end(),
                          [&](int a, int b) { return w.cands[a].score > w.cands[b].score; });
         if ((int)fresh.size() > k) fresh.resize(k);
         std::sort(fresh.begin(), fresh.end());
-        w.frontier = std::move(fresh);
+        w.frontier.assign(fresh.begin(), fresh.end());
+    };
+    auto expand_node = [&](Work& w, int row, int node) {
+        if (fast_top_) {
+            draft_top(row, w, node, k, true);
+            expand_top(w, node);
+        } else {
+            draft_dist(row, w, node, q);
+            expand(w, node, q, rng);
+        }
     };
     for (Work& w : work) {
-        draft_dist(w.root_row, w, -1, q);
-        expand(w, -1, q, rng);
+        expand_node(w, w.root_row, -1);
         next_frontier(w, 0);
     }
     for (int depth = 2; depth <= opts_.tree_depth; ++depth) {
@@ -211,21 +304,42 @@ void DraftModelProposer::propose_tree(std::vector<Work>& work, Rng& rng) {
                 w.frontier.clear();
                 continue;
             }
-            // The frontier's ancestor paths, in index order (parents first).
-            std::vector<uint8_t> need(w.cands.size(), 0);
+            // Deterministic trees are pruned to cap - 1 candidates by score at
+            // the end, and a child never outscores its parent: once the
+            // frontier's best is below the cap-th best candidate, nothing it
+            // makes can be kept.
+            if (deterministic_ && (int)w.cands.size() >= w.cap - 1) {
+                fresh.resize(w.cands.size());
+                std::iota(fresh.begin(), fresh.end(), 0);
+                std::nth_element(fresh.begin(), fresh.begin() + (w.cap - 2), fresh.end(),
+                                 [&](int a, int b) { return w.cands[a].score > w.cands[b].score; });
+                const float bar = w.cands[fresh[w.cap - 2]].score;
+                float best = -std::numeric_limits<float>::infinity();
+                for (int f : w.frontier) best = std::max(best, w.cands[f].score);
+                if (!(best > bar)) {
+                    w.frontier.clear();
+                    continue;
+                }
+            }
+            // The frontier's ancestor paths below the committed chain, in index
+            // order (parents first); logits for the frontier only.
+            need.assign(w.cands.size(), 0);
             int n_rows = 0;
             for (int f : w.frontier)
-                for (int c = f; c >= 0 && !need[c]; c = w.cands[c].parent) need[c] = 1, ++n_rows;
+                for (int c = f; c >= 0 && !need[c] && !w.cands[c].committed; c = w.cands[c].parent)
+                    need[c] = 1, ++n_rows;
             if (cache_.committed(w.seq) + n_rows > cache_.n_ctx()) {  // no room to write the rows
                 w.frontier.clear();
                 continue;
             }
+            for (int f : w.frontier) need[f] = 2;
             const int base_pos = (int)w.hist.size() - 1;  // the root's position
+            w.first_row = batch_.size();
             for (size_t c = 0; c < w.cands.size(); ++c) {
                 if (!need[c]) continue;
                 const Cand& cd = w.cands[c];
-                const int parent_row = cd.parent < 0 ? -1 : w.row_of[cd.parent];
-                w.row_of[c] = batch_.add(cd.token, base_pos + cd.depth, w.seq, parent_row, true);
+                const int parent_row = cd.parent < 0 ? -1 : w.row_of[cd.parent];  // -1: committed
+                w.row_of[c] = batch_.add(cd.token, base_pos + cd.depth, w.seq, parent_row, need[c] == 2);
             }
             any = true;
         }
@@ -234,11 +348,9 @@ void DraftModelProposer::propose_tree(std::vector<Work>& work, Rng& rng) {
         for (Work& w : work) {
             if (w.frontier.empty()) continue;
             const size_t from = w.cands.size();
-            for (int f : w.frontier) {
-                draft_dist(w.row_of[f], w, f, q);
-                expand(w, f, q, rng);
-            }
+            for (int f : w.frontier) expand_node(w, w.row_of[f], f);
             next_frontier(w, from);
+            if (depth < opts_.tree_depth) commit_shared_chain(w);
         }
     }
 }

@@ -8,8 +8,16 @@
 // batch, each node seeing only its ancestors), top-k children of each frontier
 // node scored by cumulative log q, next frontier = best k of the k*k new nodes;
 // finally rerank all candidates to the best budget-1 (parents before children).
-// Tree nodes are never committed in the draft cache: each level re-feeds the
-// frontier's ancestor paths, which keeps branches invisible to each other.
+// A forward only lets a row see the committed prefix and its own ancestors in
+// the same batch, so each level re-feeds the frontier's ancestor paths (no
+// logits for them, only the frontier's), which keeps branches invisible to
+// each other. What every remaining branch shares (the deepest common ancestor
+// chain of the next frontier) is committed into the draft cache instead, so it
+// is never fed again; the next round rolls back past whatever was rejected.
+//
+// Deterministic drafts (greedy, or top-k under sampling without truncating
+// processors) never build q: the k best ids come from a partial selection over
+// the logits and their log q (ranking only) from one log-sum-exp pass.
 //
 // The draft cache always ends a propose() holding a prefix of the sequence's
 // history up to and including the root (plus chain drafts), so it follows the
@@ -67,6 +75,11 @@ private:
         float score = 0;    // cumulative log q
         int depth = 1;
         int q_row = -1;     // sampled drafts: row in the tree's q pool
+        bool committed = false;  // in the draft cache (a chain shared by the whole frontier)
+    };
+    struct Pick {
+        int32_t token = 0;
+        float logq = 0;
     };
     struct Work {
         int seq = 0;
@@ -76,6 +89,7 @@ private:
         std::vector<Cand> cands;
         std::vector<int> frontier;      // candidate ids to expand next (-1: root)
         std::vector<int> row_of;        // (cands) batch row in the current forward, -1 if absent
+        int first_row = 0;              // batch row of this sequence's first row in the current forward
         int root_row = -1;
     };
 
@@ -84,6 +98,12 @@ private:
     // Draft distribution q (target vocab width) for the logits of a batch row.
     void draft_dist(int result_row, const Work& w, int node, std::vector<float>& q);
     void expand(Work& w, int node, const std::vector<float>& q, Rng& rng);
+    // Deterministic drafts without a full q: the best k tokens of a row and,
+    // when with_scores, their log q under the request's temperature.
+    void draft_top(int batch_row, const Work& w, int node, int k, bool with_scores);
+    void expand_top(Work& w, int node);
+    const float* row_logits(int batch_row) const;
+    void commit_shared_chain(Work& w);
     void propose_chain(std::vector<Work>& work, Rng& rng);
     void propose_tree(std::vector<Work>& work, Rng& rng);
     void finish_tree(Work& w);
@@ -94,6 +114,9 @@ private:
     ThreadPool& pool_;
     DraftModelOptions opts_;
     bool deterministic_;   // drafts are fixed choices (greedy or top-k) rather than samples
+    bool fast_top_ = false;  // deterministic drafts ranked from the raw logits (no truncating processor)
+    std::vector<int32_t> allowed_;  // subset ids usable as drafts (empty: all ids below the vocab bound)
+    std::vector<Pick> picks_;
     std::vector<std::vector<int32_t>> known_;  // (n_seq) tokens committed in the draft cache
     std::vector<int> wstart_;                  // (n_seq) history index of the draft's position 0
     model::ForwardBatch batch_;
