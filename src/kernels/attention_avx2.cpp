@@ -1,20 +1,24 @@
 // AVX2 + F16C + FMA attention of one head: the same computation as
-// attention_head_reference (q rounded to fp16, f32 softmax, probabilities
-// rounded to fp16), vectorised over the head dimension.
+// attention_head_reference (ggml's non-flash CPU attention, see attention.h),
+// bit for bit. ggml's 16-lane AVX-512 vectors are held as pairs of 8-lane
+// registers (lo = lanes 0..7, hi = lanes 8..15); lo + hi followed by the
+// 128-bit halves, movehl and movehdup adds is exactly _mm512_reduce_add_ps's
+// tree (i, i+8) (i, i+4) (i, i+2) (i, i+1).
 #include <immintrin.h>
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "kernels/attention.h"
 
 namespace specdec::kernels {
 namespace {
 
-inline float hsum(__m256 v) {
-    __m128 lo = _mm256_castps256_ps128(v);
-    __m128 hi = _mm256_extractf128_ps(v, 1);
-    lo = _mm_add_ps(lo, hi);
+// (i, i+4), (i, i+2), (i, i+1) of 8 lanes; with the caller's lo + hi this is
+// the 16-lane tree.
+inline float hsum8(__m256 v) {
+    __m128 lo = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
     lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
     lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
     return _mm_cvtss_f32(lo);
@@ -24,59 +28,186 @@ inline __m256 load_f16(const uint16_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-// Round a float to fp16 and back, as the reference does for q and p.
 inline float round_f16(float x) {
     return _cvtsh_ss(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT));
+}
+
+// ggml_v_expf (the AVX-512 variant) on 8 lanes. scalef(j, n) = j * 2^n is a
+// single correctly rounded product, so for |n| <= 126 (2^n a normal float) a
+// multiply by 2^n built from the exponent bits is identical. Lanes beyond
+// that (x below about -87: probabilities that round to f16 zero anyway) take
+// the scalar lane routine, which implements the saturation and subnormals.
+inline __m256 v_expf8(__m256 x) {
+    const __m256 r = _mm256_set1_ps(0x1.8p23f);
+    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
+    const __m256 n = _mm256_sub_ps(z, r);
+    const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
+                                      _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+    const __m256 u = _mm256_mul_ps(b, b);
+    const __m256 j = _mm256_fmadd_ps(
+        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
+                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    __m256 res = _mm256_mul_ps(j, _mm256_castsi256_ps(e));
+    const __m256 absn = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
+    // NLE_UQ also routes NaN lanes to the scalar routine.
+    const int big = _mm256_movemask_ps(_mm256_cmp_ps(absn, _mm256_set1_ps(126.0f), _CMP_NLE_UQ));
+    if (big) {
+        alignas(32) float xs[8], rs[8];
+        _mm256_store_ps(xs, x);
+        _mm256_store_ps(rs, res);
+        for (int l = 0; l < 8; ++l)
+            if (big & (1 << l)) rs[l] = attn_detail::ggml_expf_lane(xs[l]);
+        res = _mm256_load_ps(rs);
+    }
+    return res;
+}
+
+// tinyBLAS<16> dot over n % 16 == 0 elements: one 16-lane accumulator.
+inline float dot_tinyblas(const float* x, const uint16_t* y, int n) {
+    __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+    for (int i = 0; i < n; i += 16) {
+        lo = _mm256_fmadd_ps(_mm256_load_ps(x + i), load_f16(y + i), lo);
+        hi = _mm256_fmadd_ps(_mm256_load_ps(x + i + 8), load_f16(y + i + 8), hi);
+    }
+    return hsum8(_mm256_add_ps(lo, hi));
+}
+
+// ggml_vec_dot_f16 (AVX-512 build): sum[0..3] of 16 lanes = a[0..7] here
+// (a[2s], a[2s+1] = lo, hi of sum[s]); x0+=x2, x1+=x3, x0+=x1; tree; double
+// leftovers. n % 8 == 0.
+inline float dot_vec_f16(const float* x, const uint16_t* y, int n) {
+    const int np = n & ~63;
+    __m256 a[8];
+    for (auto& r : a) r = _mm256_setzero_ps();
+    for (int i = 0; i < np; i += 64)
+        for (int s = 0; s < 8; ++s) a[s] = _mm256_fmadd_ps(_mm256_load_ps(x + i + 8 * s), load_f16(y + i + 8 * s), a[s]);
+    const __m256 lo = _mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6]));
+    const __m256 hi = _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7]));
+    double sum = hsum8(_mm256_add_ps(lo, hi));
+    for (int i = np; i < n; ++i) sum += (double)(x[i] * _cvtsh_ss(y[i]));
+    return (float)sum;
+}
+
+// dst = dst + src elementwise over n floats (n % 8 == 0); nullptr is an
+// all-zero operand (a lane no visible slot fell into: adding it is exact).
+inline float* add_lanes(float* a, float* b, int n) {
+    if (!a) return b;
+    if (!b) return a;
+    for (int d = 0; d < n; d += 8) _mm256_storeu_ps(a + d, _mm256_add_ps(_mm256_loadu_ps(a + d), _mm256_loadu_ps(b + d)));
+    return a;
 }
 
 }  // namespace
 
 void attention_head_avx2(const float* q, const uint16_t* k, const uint16_t* v, int kv_stride, int head_dim,
                          float scale, const VisibleSlots& vis, float* scores, float* out) {
-    const int n = vis.count();
     for (int d = 0; d < head_dim; ++d) out[d] = 0.0f;
+    int n = 0;
+    const int *slots = nullptr, *pos = nullptr;
+    attn_detail::visible_cells(vis, n, slots, pos);
     if (n == 0) return;
+
+    // KQ with q rounded to f16.
     alignas(32) float qh[1024];
     for (int d = 0; d < head_dim; d += 8) {
         const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(q + d), _MM_FROUND_TO_NEAREST_INT);
         _mm256_store_ps(qh + d, _mm256_cvtph_ps(h));
     }
-    const int n_range = vis.end - vis.begin;
-    auto slot_at = [&](int j) { return j < n_range ? vis.begin + j : vis.extra[j - n_range]; };
+    const bool kq_tiny = attn_detail::kq_uses_tinyblas(vis, head_dim);
     float mx = -std::numeric_limits<float>::infinity();
     for (int j = 0; j < n; ++j) {
-        const uint16_t* kr = k + (size_t)slot_at(j) * kv_stride;
-        __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-        int d = 0;
-        for (; d + 16 <= head_dim; d += 16) {
-            acc0 = _mm256_fmadd_ps(_mm256_load_ps(qh + d), load_f16(kr + d), acc0);
-            acc1 = _mm256_fmadd_ps(_mm256_load_ps(qh + d + 8), load_f16(kr + d + 8), acc1);
-        }
-        for (; d < head_dim; d += 8) acc0 = _mm256_fmadd_ps(_mm256_load_ps(qh + d), load_f16(kr + d), acc0);
-        const float s = hsum(_mm256_add_ps(acc0, acc1)) * scale;
+        const uint16_t* kr = k + (size_t)slots[j] * kv_stride;
+        const float s = (kq_tiny ? dot_tinyblas(qh, kr, head_dim) : dot_vec_f16(qh, kr, head_dim)) * scale;
         scores[j] = s;
         mx = std::max(mx, s);
     }
+
+    // exp, elementwise (grouping is free); then the per-16-slot-chunk tree
+    // sums added in double in slot order.
+    {
+        const __m256 vmx = _mm256_set1_ps(mx);
+        int j = 0;
+        for (; j + 8 <= n; j += 8)
+            _mm256_storeu_ps(scores + j, v_expf8(_mm256_sub_ps(_mm256_loadu_ps(scores + j), vmx)));
+        for (; j < n; ++j) scores[j] = attn_detail::ggml_expf_lane(scores[j] - mx);
+    }
     double sum = 0.0;
-    for (int j = 0; j < n; ++j) {
-        scores[j] = std::exp(scores[j] - mx);
-        sum += scores[j];
+    for (int j = 0; j < n;) {
+        const int chunk = pos[j] / 16;
+        alignas(32) float lanes[16] = {};
+        for (; j < n && pos[j] / 16 == chunk; ++j) lanes[pos[j] % 16] = scores[j];
+        sum += (double)hsum8(_mm256_add_ps(_mm256_load_ps(lanes), _mm256_load_ps(lanes + 8)));
     }
     const float inv = (float)(1.0 / sum);
-    for (int d0 = 0; d0 < head_dim; d0 += 64) {
-        // Accumulate up to 64 output dims in registers across all visible slots.
-        const int w = std::min(64, head_dim - d0);
-        __m256 acc[8];
-        for (int r = 0; r < 8; ++r) acc[r] = _mm256_setzero_ps();
-        for (int j = 0; j < n; ++j) {
-            const float p = round_f16(scores[j] * inv);
-            if (p == 0.0f) continue;
-            const __m256 pv = _mm256_set1_ps(p);
-            const uint16_t* vr = v + (size_t)slot_at(j) * kv_stride + d0;
-            for (int r = 0; r < w / 8; ++r) acc[r] = _mm256_fmadd_ps(pv, load_f16(vr + 8 * r), acc[r]);
+
+    // P rounded to f16, bucketed by lane = position % L keeping position order; zero
+    // probabilities add exact zeros and are dropped.
+    const bool kqv_tiny = attn_detail::kqv_uses_tinyblas(vis, head_dim);
+    const int L = kqv_tiny ? 16 : 64;
+    thread_local std::vector<int> order;
+    thread_local std::vector<float> lane_buf;
+    order.resize(n);
+    int start[65] = {};
+    {
+        const __m256 vinv = _mm256_set1_ps(inv);
+        int j = 0;
+        for (; j + 8 <= n; j += 8) {
+            const __m128i h = _mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(scores + j), vinv), _MM_FROUND_TO_NEAREST_INT);
+            _mm256_storeu_ps(scores + j, _mm256_cvtph_ps(h));
         }
-        for (int r = 0; r < w / 8; ++r) _mm256_storeu_ps(out + d0 + 8 * r, acc[r]);
+        for (; j < n; ++j) scores[j] = round_f16(scores[j] * inv);
     }
+    for (int j = 0; j < n; ++j)
+        if (scores[j] != 0.0f) ++start[pos[j] % L + 1];
+    for (int l = 0; l < L; ++l) start[l + 1] += start[l];
+    {
+        int fill[64];
+        for (int l = 0; l < L; ++l) fill[l] = start[l];
+        for (int j = 0; j < n; ++j)
+            if (scores[j] != 0.0f) order[fill[pos[j] % L]++] = j;
+    }
+
+    // One pass per non-empty lane, accumulating 64 output dims in registers
+    // over that lane's slots in slot order (FMA from zero, as ggml's lanes).
+    lane_buf.resize((size_t)L * head_dim);
+    float* lane_ptr[64];
+    for (int l = 0; l < L; ++l) {
+        lane_ptr[l] = nullptr;
+        if (start[l] == start[l + 1]) continue;
+        float* dst = lane_buf.data() + (size_t)l * head_dim;
+        lane_ptr[l] = dst;
+        for (int d0 = 0; d0 < head_dim; d0 += 64) {
+            const int w = std::min(64, head_dim - d0) / 8;
+            __m256 acc[8];
+            for (int r = 0; r < 8; ++r) acc[r] = _mm256_setzero_ps();
+            for (int t = start[l]; t < start[l + 1]; ++t) {
+                const int j = order[t];
+                const __m256 pv = _mm256_set1_ps(scores[j]);
+                const uint16_t* vr = v + (size_t)slots[j] * kv_stride + d0;
+                for (int r = 0; r < w; ++r) acc[r] = _mm256_fmadd_ps(pv, load_f16(vr + 8 * r), acc[r]);
+            }
+            for (int r = 0; r < w; ++r) _mm256_storeu_ps(dst + d0 + 8 * r, acc[r]);
+        }
+    }
+
+    // Reduce the lanes per output dim: vec_dot_f16's x0+=x2, x1+=x3, x0+=x1
+    // first (L = 64), then the 16-lane tree.
+    float* red[16];
+    for (int l = 0; l < 16; ++l) {
+        if (kqv_tiny) {
+            red[l] = lane_ptr[l];
+        } else {
+            float* a = add_lanes(lane_ptr[l], lane_ptr[l + 32], head_dim);
+            float* b = add_lanes(lane_ptr[l + 16], lane_ptr[l + 48], head_dim);
+            red[l] = add_lanes(a, b, head_dim);
+        }
+    }
+    for (int step = 8; step >= 1; step /= 2)
+        for (int l = 0; l < step; ++l) red[l] = add_lanes(red[l], red[l + step], head_dim);
+    if (red[0])
+        for (int d = 0; d < head_dim; ++d) out[d] = red[0][d];
 }
 
 }  // namespace specdec::kernels

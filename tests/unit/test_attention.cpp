@@ -1,8 +1,11 @@
-// Vector attention against the scalar reference over head sizes, visible
-// sets (ranges, extra slots, empty) and misaligned pointers.
+// Vector attention against the scalar reference (bit for bit) over head sizes,
+// both of ggml's summation schedules (batch vs single-token decode), visible
+// sets (ranges, extra slots out of order, duplicates, empty) and misaligned
+// pointers; and the scalar reference's pieces against their definitions.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "core/fp16.h"
@@ -11,35 +14,82 @@
 
 using namespace specdec;
 
-TEST(Attention, Avx2MatchesReference) {
+namespace {
+uint32_t bits(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+}  // namespace
+
+TEST(Attention, Avx2MatchesReferenceBitForBit) {
     if (kernels::cpu_max_isa() == kernels::Isa::Scalar) GTEST_SKIP() << "CPU has no AVX2";
     std::mt19937 rng(3);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     for (int head_dim : {8, 24, 64, 128, 256}) {
         for (int misalign : {0, 1, 3}) {
-            const int n_ctx = 97, n_kv_heads = 2, stride = n_kv_heads * head_dim + misalign;
+            const int n_ctx = 297, n_kv_heads = 2, stride = n_kv_heads * head_dim + misalign;
             std::vector<uint16_t> k((size_t)n_ctx * stride + 8), v((size_t)n_ctx * stride + 8);
             for (auto& x : k) x = fp32_to_fp16(nd(rng));
             for (auto& x : v) x = fp32_to_fp16(nd(rng));
             std::vector<float> qbuf(head_dim + 4);
             for (auto& x : qbuf) x = nd(rng) * 2.0f;
             const float* q = qbuf.data() + misalign;
-            std::vector<int> extra{90, 95, 96};
-            for (int end : {0, 1, 33, 89}) {
-                kernels::VisibleSlots vis;
-                vis.begin = end > 10 ? 5 : 0;
-                vis.end = end;
-                vis.extra = extra.data();
-                vis.n_extra = end == 0 ? 0 : 3;
-                std::vector<float> s1(n_ctx), s2(n_ctx), o1(head_dim), o2(head_dim);
-                const uint16_t* kh = k.data() + misalign + head_dim;  // second kv head
-                const uint16_t* vh = v.data() + misalign + head_dim;
-                kernels::attention_head_reference(q, kh, vh, stride, head_dim, 0.125f, vis, s1.data(), o1.data());
-                kernels::attention_head_avx2(q, kh, vh, stride, head_dim, 0.125f, vis, s2.data(), o2.data());
-                for (int d = 0; d < head_dim; ++d)
-                    ASSERT_NEAR(o1[d], o2[d], 1e-4 * (1.0 + std::fabs(o1[d])))
-                        << "head_dim " << head_dim << " end " << end << " d " << d;
+            std::vector<int> extra{290, 295, 96, 296, 95};  // slots anywhere; positions follow the range
+            for (int end : {0, 1, 33, 89, 280}) {
+                for (int batch_rows : {0, 1, 7}) {
+                    kernels::VisibleSlots vis;
+                    vis.begin = end > 10 ? 5 : 0;
+                    vis.end = end;
+                    vis.extra = extra.data();
+                    vis.n_extra = end == 0 ? 0 : 5;
+                    vis.batch_rows = batch_rows;
+                    vis.extra_pos0 = batch_rows == 7 ? end + 3 : -1;
+                    std::vector<float> s1(n_ctx + 8), s2(n_ctx + 8), o1(head_dim), o2(head_dim);
+                    const uint16_t* kh = k.data() + misalign + head_dim;  // second kv head
+                    const uint16_t* vh = v.data() + misalign + head_dim;
+                    kernels::attention_head_reference(q, kh, vh, stride, head_dim, 0.125f, vis, s1.data(), o1.data());
+                    kernels::attention_head_avx2(q, kh, vh, stride, head_dim, 0.125f, vis, s2.data(), o2.data());
+                    for (int d = 0; d < head_dim; ++d)
+                        ASSERT_EQ(bits(o1[d]), bits(o2[d]))
+                            << "head_dim " << head_dim << " end " << end << " rows " << batch_rows << " d " << d
+                            << ": " << o1[d] << " vs " << o2[d];
+                }
             }
         }
     }
+}
+
+TEST(Attention, ReferenceIsAConvexCombinationOfValues) {
+    // One visible slot: the output is that slot's values exactly (p = 1).
+    const int head_dim = 64, stride = 64;
+    std::vector<uint16_t> k(4 * stride), v(4 * stride);
+    for (int i = 0; i < 4 * stride; ++i) {
+        k[i] = fp32_to_fp16(0.01f * (float)(i % 17));
+        v[i] = fp32_to_fp16(0.5f - 0.03f * (float)(i % 13));
+    }
+    std::vector<float> q(head_dim, 0.3f), s(8), o(head_dim);
+    for (int rows : {1, 4}) {
+        kernels::VisibleSlots vis;
+        vis.begin = 2;
+        vis.end = 3;
+        vis.batch_rows = rows;
+        kernels::attention_head_reference(q.data(), k.data(), v.data(), stride, head_dim, 0.125f, vis, s.data(), o.data());
+        for (int d = 0; d < head_dim; ++d) EXPECT_EQ(o[d], fp16_to_fp32(v[2 * stride + d]));
+        kernels::attention_head(q.data(), k.data(), v.data(), stride, head_dim, 0.125f, vis, s.data(), o.data());
+        for (int d = 0; d < head_dim; ++d) EXPECT_EQ(o[d], fp16_to_fp32(v[2 * stride + d]));
+    }
+}
+
+TEST(Attention, GgmlExpfLaneIsCloseToExpAndSaturates) {
+    using kernels::attn_detail::ggml_expf_lane;
+    for (float x = -100.0f; x <= 0.0f; x += 0.0137f) {
+        const double ref = std::exp((double)x);
+        const float got = ggml_expf_lane(x);
+        if (ref > 1e-37) EXPECT_NEAR(got, ref, 4e-7 * ref) << x;  // ~2 ulp, ggml's stated bound
+        else EXPECT_LE(got, 2e-37f) << x;
+    }
+    EXPECT_EQ(ggml_expf_lane(0.0f), 1.0f);
+    EXPECT_EQ(ggml_expf_lane(-200.0f), 0.0f);
+    EXPECT_EQ(ggml_expf_lane(-std::numeric_limits<float>::infinity()), 0.0f);
 }
