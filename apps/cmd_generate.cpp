@@ -190,6 +190,7 @@ int cmd_generate(int argc, char** argv) {
                 j["draft_over_verify"] = sst.draft_over_verify();
                 j["backup_s"] = sst.draft.backup_s;
                 j["interrupted_builds"] = sst.draft.interrupted;
+                j["glue_reused"] = sst.draft.glue_reused;
                 j["acceptance"] = sst.draft.acceptance;
                 j["miss_exponent"] = sst.draft.miss_exponent;
                 j["tokens_per_round"] = st.mean_accept_len();

@@ -301,14 +301,21 @@ FromDraft DraftWorker::handle_outcomes(const ToDraft& m) {
         sp.root = o.bonus;
         sp.n_vocab = vt_;
         bool hit = false;
+        S.reuse_slot = -1;
+        S.reuse_scores.clear();
         if (was_started[i]) {
             ++st_.lookups;
             ++st_.lookups_k[std::min(o.accepted, K)];
             if (!opts_.cfg.force_miss) {
-                for (Branch& b : S.branches) {
+                for (size_t bi = 0; bi < S.branches.size(); ++bi) {
+                    Branch& b = S.branches[bi];
                     if (b.k != o.accepted || b.t != o.bonus || b.drafts.empty()) continue;
                     hit = true;
                     const int L = std::min(cap, (int)b.drafts.size());
+                    if (S.in_slots && L >= 1 && b.scores.size() >= (size_t)L * vt_) {
+                        S.reuse_slot = branch_slot(o.seq, (int)bi);
+                        S.reuse_scores = std::move(b.scores);
+                    }
                     sp.tokens.assign(b.drafts.begin(), b.drafts.begin() + L);
                     if (!p.greedy()) sp.q.assign(b.q.begin(), b.q.begin() + (size_t)L * vt_);
                     sp.kind = drawn;
@@ -391,14 +398,38 @@ void DraftWorker::build_caches() {
     batch_.clear();
     for (int s : work) {
         Seq& S = seqs_[s];
-        S.glue_row = batch_.size();
         const int L = (int)S.spec.tokens.size();
+        const int P = cache.committed(s);
+        if (S.reuse_slot >= 0 && L >= 1 && cache.committed(S.reuse_slot) >= P + L) {
+            // The hit branch's slot holds [prefix, root, d1..d_{L-1}]: take
+            // their KV, commit it for this forward, feed only d_L.
+            const size_t bytes = (size_t)L * cache.kv_dim() * sizeof(uint16_t);
+            for (int l = 0; l < cache.n_layer(); ++l) {
+                std::memcpy(cache.k(l, s, P), cache.k(l, S.reuse_slot, P), bytes);
+                std::memcpy(cache.v(l, s, P), cache.v(l, S.reuse_slot, P), bytes);
+            }
+            for (int j = 0; j < L; ++j) cache.set_pos(s, P + j, cache.pos(S.reuse_slot, P + j));
+            cache.commit_length(s, L);
+            ++st_.glue_reused;
+            S.glue_row = batch_.add(S.spec.tokens[L - 1] < vd_ ? S.spec.tokens[L - 1] : 0, P + L, s, -1, true);
+            continue;
+        }
+        S.reuse_slot = -1;
+        S.glue_row = batch_.size();
         for (int j = 0; j <= L; ++j) {
             const int32_t tok = j == 0 ? S.spec.root : S.spec.tokens[j - 1];
-            batch_.add(tok < vd_ ? tok : 0, cache.committed(s) + j, s, j == 0 ? -1 : batch_.size() - 1, true);
+            batch_.add(tok < vd_ ? tok : 0, P + j, s, j == 0 ? -1 : batch_.size() - 1, true);
         }
     }
     forward();
+    for (int s : work) {
+        Seq& S = seqs_[s];
+        if (S.reuse_slot < 0) continue;
+        // Back to the prefix; the glue stays in the speculative region. The
+        // reused rows' logits become q_0..q_{L-1}, the new row's q_L.
+        cache.truncate(s, cache.committed(s) - (int)S.spec.tokens.size());
+        S.glue_row -= (int)S.spec.tokens.size();
+    }
     std::vector<int32_t> ctx;
     int n_branches = 0;
     for (int s : work) {
@@ -412,8 +443,12 @@ void DraftWorker::build_caches() {
         const bool room = cache.committed(s) + (L + 1) + n_planned * (K + 1) <= cache.n_ctx();
         for (int k = 0; k <= L; ++k) {
             float* sc = S.scores.data() + (size_t)k * vt_;
-            widen(result_.row_logits(S.glue_row + k), row_);
-            if (opts_.params.repeat_penalty != 1.0f) {
+            if (S.reuse_slot >= 0 && k < L) {
+                row_.assign(S.reuse_scores.begin() + (size_t)k * vt_, S.reuse_scores.begin() + (size_t)(k + 1) * vt_);
+            } else {
+                widen(result_.row_logits(S.reuse_slot >= 0 ? S.glue_row + L : S.glue_row + k), row_);
+            }
+            if (opts_.params.repeat_penalty != 1.0f && !(S.reuse_slot >= 0 && k < L)) {
                 context_of(S.hist, std::span<const int32_t>(S.spec.tokens.data(), k), keep, ctx);
                 sample::apply_repetition_penalty(row_.data(), vt_, ctx, opts_.params);
             }
@@ -474,17 +509,25 @@ void DraftWorker::build_caches() {
                     path.push_back(b.t);
                     path.insert(path.end(), b.drafts.begin(), b.drafts.end());
                     context_of(S.hist, path, keep, ctx);
+                    const float* logits = result_.row_logits(row++);
+                    // Kept for the next glue should this branch hit.
+                    widen(logits, row_);
+                    if (opts_.params.repeat_penalty != 1.0f)
+                        sample::apply_repetition_penalty(row_.data(), vt_, ctx, opts_.params);
+                    b.scores.insert(b.scores.end(), row_.begin(), row_.end());
                     int32_t tok = 0;
-                    draw(result_.row_logits(row++), ctx, fan_[j - 1], tok, sampling ? &b.q : nullptr);
+                    draw(logits, ctx, fan_[j - 1], tok, sampling ? &b.q : nullptr);
                     b.drafts.push_back(tok);
                 }
             }
         }
+        for (int s : work) seqs_[s].in_slots = true;
         st_.branches += n_branches;
         ++st_.trees;
         st_.tree_s += now_s() - t0;
         return;
     }
+    for (int s : work) seqs_[s].in_slots = false;
     // Steps 1..K: every branch's path re-fed after its glue prefix; one new
     // draft per branch per step.
     for (int j = 1; j <= K && n_branches > 0; ++j) {

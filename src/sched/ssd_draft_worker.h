@@ -68,6 +68,7 @@ private:
         int32_t t = 0;                  // bonus guess
         std::vector<int32_t> drafts;    // (<= K) tokens after t
         std::vector<float> q;           // sampling: (drafts, target vocab) proposals
+        std::vector<float> scores;      // branch slots: (drafts, target vocab) penalised logits
         int last_row = -1;              // batch row of the branch's last token in the current step
     };
     struct Seq {
@@ -79,6 +80,11 @@ private:
         std::vector<Branch> branches;
         std::vector<float> scores;      // (L + 1, target vocab) penalised glue logits, for bonus ranks
         int glue_row = 0;               // batch row of the root in the current forward
+        bool in_slots = false;          // the last build kept its branches in scratch slots
+        // A hit on a branch slot: its KV and logits already hold the next glue
+        // for all but the last draft, so the glue forward shrinks to one row.
+        int reuse_slot = -1;
+        std::vector<float> reuse_scores;  // (L, target vocab)
     };
 
     void loop();

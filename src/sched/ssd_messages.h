@@ -69,6 +69,7 @@ struct DraftSideStats {
     int trees = 0;                       // cache builds (rounds)
     int interrupted = 0;                 // builds cut short by the target's outcome
     int branches = 0;                    // branches built
+    int glue_reused = 0;                 // glue forwards cut to one row by a hit branch slot
     double tree_s = 0;                   // time building caches (overlaps verification)
     double backup_s = 0;                 // time in backups (the target waits)
     double acceptance = 0, miss_exponent = 0;

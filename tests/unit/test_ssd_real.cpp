@@ -50,9 +50,9 @@ void expect_identity(runtime::Engine& target, runtime::Engine& draft, int n, dou
         sched::SsdStats st;
         const auto r = sched::generate_ssd(target, draft, reqs[0], cfg, &st);
         EXPECT_EQ(r.tokens, ref[0]) << sched::backup_name(b);
-        std::printf("[ ssd %s ] hit rate %.2f, tokens/round %.2f, stall %.3fs, draft/verify %.2f\n",
+        std::printf("[ ssd %s ] hit rate %.2f, tokens/round %.2f, stall %.3fs, draft/verify %.2f, glue reused %d\n",
                     sched::backup_name(b), st.hit_rate(), st.spec.mean_accept_len(), st.stall_s,
-                    st.draft_over_verify());
+                    st.draft_over_verify(), st.draft.glue_reused);
         EXPECT_GE(st.hit_rate(), min_hit_rate) << sched::backup_name(b);
     }
     cfg.backup = sched::BackupKind::Auto;

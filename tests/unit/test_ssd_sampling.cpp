@@ -173,8 +173,9 @@ TEST(SsdSampling, SaguaroSamplingIsLossless) {
 }
 
 TEST(SsdSampling, BranchSlotsWithSaguaroAreLossless) {
+    // K = 1: the tested tokens come from speculations built on glue reused
+    // from a hit branch's slot.
     sched::SsdConfig cfg = base();
-    cfg.k = 2;
     cfg.saguaro_c = 0.5f;
     expect_lossless(cfg, "ssd branch slots C=0.5", true, 1 + cfg.fanout_budget);
 }
