@@ -31,6 +31,7 @@ int run(int argc, char** argv) {
     if (cmd == "models") return cmd_models(argc - 1, argv + 1);
     if (cmd == "bench") return cmd_bench(argc - 1, argv + 1);
     if (cmd == "logits") return cmd_logits(argc - 1, argv + 1);
+    if (cmd == "dev") return cmd_dev(argc - 1, argv + 1);
     if (cmd == "serve") return cmd_serve(argc - 1, argv + 1);
     std::fputs(kUsage, stderr);
     throw Error("unknown command '" + cmd + "'");

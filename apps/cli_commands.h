@@ -10,6 +10,7 @@ int cmd_generate(int argc, char** argv);
 int cmd_models(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_logits(int argc, char** argv);
+int cmd_dev(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
 
 }  // namespace specdec::cli

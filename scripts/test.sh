@@ -18,5 +18,5 @@ scripts/build.sh asan specdec_tests
 ASAN_OPTIONS=detect_leaks=1 build/asan/specdec_tests --gtest_filter='-Real*' --gtest_brief=1
 
 echo "== Python tests against llama.cpp" >&2
-SPECDEC_BIN="$PWD/build/release/specdec" SPECDEC_TEST_BIN="$PWD/build/release/specdec_tests" \
+SPECDEC_BIN="$PWD/build/release/specdec" \
   .venv/bin/python -m pytest -q tests/python

@@ -91,6 +91,12 @@ void Transformer::attention_layer(int il, const ForwardBatch& b, kv::KvCache& ca
             }
             vis.extra = extra.data();
             vis.n_extra = (int)extra.size();
+            // Always llama.cpp's single-token (decode) summation order, even in a batch:
+            // llama.cpp itself sums differently for batches, but a row's result must not
+            // depend on its batch, or verification would disagree with plain decoding
+            // at near-ties and speculation would stop being lossless.
+            vis.batch_rows = 1;
+            vis.extra_pos0 = qpos - vis.n_extra + 1;  // extras: the ancestor chain ending at this row
             const int g = h / group;
             kernels::attention_head(q_.data() + (size_t)i * c.q_dim() + (size_t)h * c.head_dim_k,
                                     cache.k(il, r.seq, 0) + (size_t)g * c.head_dim_k,

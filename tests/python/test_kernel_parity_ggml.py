@@ -5,8 +5,8 @@ libggml-base.so / libggml-cpu.so: for each weight type, the activation rows
 are quantized with the CPU trait's from_float of the type's vec_dot_type (on
 x86 that is the AVX path of quantize_row_q8_0/q8_1: id = 127/amax and
 round-half-even, not the generic 1/d + roundf) and every output is ggml's
-vec_dot. Our side comes from the KernelDump gtest (tests/unit/
-test_kernel_dump.cpp, driven with SPECDEC_KDUMP_IN/OUT), which writes our
+vec_dot. Our side comes from `specdec dev kernel-dump IN OUT`
+(apps/cmd_dev.cpp), which writes our
 quantized activation rows and the matmul output at every ISA level.
 
 Checks:
@@ -20,7 +20,7 @@ from random floats. Activations are random (with outliers and exact ties to
 exercise rounding) and include rows that put a value exactly on .5 after
 scaling.
 
-Env: SPECDEC_TEST_BIN (default build/release/specdec_tests).
+Env: SPECDEC_BIN (default build/release/specdec).
 
 Note (not checked here): llama.cpp repacks Q4_0/Q4_K weights on AVX2 CPUs
 (CPU_REPACK buffer, 8x8 interleave) and multiplies them with gemv/gemm
@@ -45,7 +45,7 @@ from conftest import MODELS_DIR, REPO_ROOT
 llama_cpp = pytest.importorskip("llama_cpp")
 gguf = pytest.importorskip("gguf")
 
-BIN = os.environ.get("SPECDEC_TEST_BIN", str(REPO_ROOT / "build/release/specdec_tests"))
+BIN = os.environ.get("SPECDEC_BIN", str(REPO_ROOT / "build/release/specdec"))
 LIB_DIR = Path(llama_cpp.__file__).resolve().parent / "lib"
 
 F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1 = 0, 1, 2, 3, 6, 7, 8, 9
@@ -193,7 +193,7 @@ def activations(n_in, seed):
 
 def run_ours(wtype, n_in, w: np.ndarray, x: np.ndarray, tmp: Path):
     if not Path(BIN).exists():
-        pytest.skip(f"test binary missing: {BIN} (set SPECDEC_TEST_BIN)")
+        pytest.fail(f"specdec binary missing: {BIN} (set SPECDEC_BIN)")
     n_rows, row_bytes = w.shape
     n_tok = x.shape[0]
     inp, outp = tmp / "kd.in", tmp / "kd.out"
@@ -201,9 +201,9 @@ def run_ours(wtype, n_in, w: np.ndarray, x: np.ndarray, tmp: Path):
         f.write(b"KDMP" + struct.pack("<iqqqQ", wtype, n_in, n_rows, n_tok, row_bytes))
         f.write(np.ascontiguousarray(w).tobytes())
         f.write(np.ascontiguousarray(x, dtype=np.float32).tobytes())
-    env = dict(os.environ, SPECDEC_KDUMP_IN=str(inp), SPECDEC_KDUMP_OUT=str(outp))
+    env = dict(os.environ)
     env.pop("SPECDEC_ISA", None)
-    subprocess.run([BIN, "--gtest_filter=KernelDump.Dump"], check=True, env=env,
+    subprocess.run([BIN, "dev", "kernel-dump", str(inp), str(outp)], check=True, env=env,
                    stdout=subprocess.DEVNULL)
     buf = outp.read_bytes()
     n_levels, arb = struct.unpack_from("<iQ", buf, 0)

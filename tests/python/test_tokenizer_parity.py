@@ -1,12 +1,12 @@
 """Tokenizer parity with llama.cpp (via llama-cpp-python) on the real models.
 
 For each model the corpus is tokenized by llama.cpp and by our engine (through
-the TokenizerParity.Dump gtest, driven with SPECDEC_TOKENIZE_IN/OUT) and the ids
+`specdec dev tokenize-dump IN OUT`) and the ids
 must be identical; every token's piece must equal llama_token_to_piece(special
 =True); the end-of-generation set must match; chat templates must render like
 the model's Jinja template.
 
-Env: SPECDEC_TEST_BIN (default build/release/specdec_tests),
+Env: SPECDEC_BIN (default build/release/specdec),
 SPECDEC_TOKENIZER_MODELS (default /tmp/asm).
 """
 import ctypes
@@ -23,7 +23,7 @@ jinja2 = pytest.importorskip("jinja2")
 from jinja2.sandbox import ImmutableSandboxedEnvironment  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BIN = os.environ.get("SPECDEC_TEST_BIN", os.path.join(ROOT, "build/release/specdec_tests"))
+BIN = os.environ.get("SPECDEC_BIN", os.path.join(ROOT, "build/release/specdec"))
 MODELS_DIR = os.environ.get("SPECDEC_TOKENIZER_MODELS", "/tmp/asm")
 MODELS = ["smollm.gguf", "qwen05.gguf", "gemma.gguf"]
 
@@ -173,9 +173,7 @@ def run_engine(req):
         fin, fout = os.path.join(d, "in.json"), os.path.join(d, "out.json")
         with open(fin, "w") as f:
             json.dump(req, f)
-        env = dict(os.environ, SPECDEC_TOKENIZE_IN=fin, SPECDEC_TOKENIZE_OUT=fout)
-        subprocess.run([BIN, "--gtest_filter=TokenizerParity.*"], check=True, env=env,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run([BIN, "dev", "tokenize-dump", fin, fout], check=True, stdout=subprocess.DEVNULL)
         with open(fout) as f:
             return json.load(f)
 

@@ -40,7 +40,8 @@ Loaded load(const char* name) {
 
 #define LOAD_OR_SKIP(var, name)                                              \
     Loaded var = load(name);                                                 \
-    if (!var.tok) GTEST_SKIP() << "model not found: " << model_path(name)
+    ASSERT_TRUE(var.tok) << "model not found: " << model_path(name) \
+                         << " (run: python3 tools/fetch_models.py --all)"
 
 std::vector<std::string> words(PreTokenizer t, const std::string& s) { return pretokenize(t, s); }
 
@@ -131,12 +132,8 @@ TEST(Tokenizer, BadMetadataThrows) {
     // Missing tokenizer metadata must throw, not crash.
     static const uint8_t tiny[] = {'G', 'G', 'U', 'F', 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
                                    0, 0, 0, 0, 0, 0, 0, 0};
-    std::unique_ptr<GgufFile> f;
-    try {
-        f = GgufFile::parse(tiny, sizeof(tiny), "tiny");
-    } catch (const specdec::Error&) {
-        GTEST_SKIP() << "GGUF parser rejects the minimal header";
-    }
+    // A valid GGUF with no metadata at all: the reader accepts it, the tokenizer must not.
+    auto f = GgufFile::parse(tiny, sizeof(tiny), "tiny");
     EXPECT_THROW(Tokenizer::from_gguf(*f), specdec::Error);
 }
 
@@ -168,55 +165,3 @@ TEST(ChatTemplate, RealModels) {
               "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
 }
 
-// Driven by tests/python/test_tokenizer_parity.py. Input JSON:
-// {"model": path, "items": [{"text" or "hex", "add_special", "parse_special"}],
-//  "chats": [{"messages": [{"role","content"}], "add_generation_prompt"}], "pieces": bool}
-// Output: {"ids": [[...]], "pieces": [hex...], "eog": [...], "chat": [...], "n_vocab": n}
-TEST(TokenizerParity, Dump) {
-    const char* in_path = std::getenv("SPECDEC_TOKENIZE_IN");
-    const char* out_path = std::getenv("SPECDEC_TOKENIZE_OUT");
-    if (!in_path || !out_path) GTEST_SKIP() << "SPECDEC_TOKENIZE_IN/OUT not set";
-    std::ifstream in(in_path);
-    const nlohmann::json req = nlohmann::json::parse(in);
-    auto file = GgufFile::open(req.at("model").get<std::string>());
-    auto tok = Tokenizer::from_gguf(*file);
-    nlohmann::json res;
-    res["n_vocab"] = tok->n_vocab();
-    res["ids"] = nlohmann::json::array();
-    for (const auto& item : req.value("items", nlohmann::json::array())) {
-        std::string text = item.value("text", std::string());
-        if (item.contains("hex")) {  // raw bytes, e.g. invalid UTF-8
-            const std::string h = item.at("hex").get<std::string>();
-            text.clear();
-            for (size_t i = 0; i + 1 < h.size(); i += 2) text.push_back(char(std::stoi(h.substr(i, 2), nullptr, 16)));
-        }
-        res["ids"].push_back(tok->encode(text, item.at("add_special").get<bool>(),
-                                         item.at("parse_special").get<bool>()));
-    }
-    if (req.value("pieces", false)) {
-        static const char* hex = "0123456789abcdef";
-        auto& arr = res["pieces"] = nlohmann::json::array();
-        std::vector<int32_t> eog;
-        for (int32_t id = 0; id < tok->n_vocab(); ++id) {
-            std::string h;
-            for (unsigned char c : tok->token_to_piece(id)) {
-                h.push_back(hex[c >> 4]);
-                h.push_back(hex[c & 15]);
-            }
-            arr.push_back(h);
-            if (tok->is_end_of_generation(id)) eog.push_back(id);
-        }
-        res["eog"] = eog;
-    }
-    res["chat"] = nlohmann::json::array();
-    for (const auto& chat : req.value("chats", nlohmann::json::array())) {
-        std::vector<ChatMessage> msgs;
-        for (const auto& m : chat.at("messages")) msgs.push_back({m.at("role"), m.at("content")});
-        try {
-            res["chat"].push_back(apply_chat_template(*file, msgs, chat.at("add_generation_prompt").get<bool>()));
-        } catch (const specdec::Error& e) {
-            res["chat"].push_back(nullptr);
-        }
-    }
-    std::ofstream(out_path) << res.dump();
-}
