@@ -39,6 +39,8 @@ struct SpecConfig {
     int tree_topk = 4;
     int tree_depth = 5;
     int tree_budget = 16;     // nodes incl. the root
+    int tree_width = 0;       // frontier width (nodes expanded per depth); 0: tree_topk
+    float chain_min_prob = 0.0f;  // greedy/top-k chains stop after a draft with q below this (0: off)
     bool tree_sampled = false;  // sampling: draw tree children from q instead of top-k
     int ngram_min = 1;
     int ngram_max = 3;

@@ -66,6 +66,7 @@ void SyncScheduler::run(const std::vector<std::vector<int32_t>>& prompts, const 
         hist[i].push_back(tok);
         ++generated[i];
         if (on_token(i, tok) || generated[i] >= max_new[i]) done[i] = 1;
+        if (!done[i]) proposer_.prefill(i, hist[i]);  // the draft reads the prompt now, not in round 0
     }
     const double t_decode = now_s();
     stats.prefill_s += t_decode - t_prefill;
@@ -212,6 +213,8 @@ ProposerBundle make_proposer(const SpecConfig& cfg, runtime::Engine& target, run
     o.tree_topk = cfg.tree_topk;
     o.tree_depth = cfg.tree_depth;
     o.tree_budget = cfg.tree_budget;
+    o.tree_width = cfg.tree_width;
+    o.chain_min_prob = cfg.chain_min_prob;
     o.sampled = cfg.tree_sampled || cfg.method == Method::Chain;  // chains under sampling: drafts drawn from q
     o.target_n_vocab = tv;
     o.window = cfg.draft_window;
@@ -251,6 +254,8 @@ nlohmann::json run_header(const SpecConfig& cfg, const runtime::Engine& target, 
     h["tree_topk"] = cfg.tree_topk;
     h["tree_depth"] = cfg.tree_depth;
     h["tree_budget"] = cfg.tree_budget;
+    h["tree_width"] = cfg.tree_width;
+    h["chain_min_prob"] = cfg.chain_min_prob;
     h["tree_sampled"] = cfg.tree_sampled;
     h["draft_window"] = cfg.draft_window;
     h["vocab_subset_n"] = cfg.vocab_subset_n;

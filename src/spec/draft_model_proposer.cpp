@@ -32,6 +32,9 @@ DraftModelProposer::DraftModelProposer(model::Transformer& model, kv::KvCache& c
     SPECDEC_CHECK(opts.chain_k >= 1, "draft proposer: --draft-k must be >= 1");
     SPECDEC_CHECK(opts.tree_topk >= 1 && opts.tree_depth >= 1 && opts.tree_budget >= 2,
                   "draft proposer: tree needs topk >= 1, depth >= 1, budget >= 2");
+    SPECDEC_CHECK(opts.tree_width >= 0, "draft proposer: tree width must be >= 0");
+    SPECDEC_CHECK(opts.chain_min_prob >= 0.0f && opts.chain_min_prob < 1.0f,
+                  "draft proposer: chain min prob must be in [0, 1)");
     SPECDEC_CHECK(opts.window == 0 || opts.window >= 8, "draft proposer: window must be 0 (off) or >= 8");
     SPECDEC_CHECK(!opts.subset || opts.subset->n_target_vocab() == opts.target_n_vocab,
                   "draft proposer: vocabulary subset made for another vocabulary");
@@ -51,6 +54,29 @@ void DraftModelProposer::begin(int seq) {
     known_[seq].clear();
     wstart_[seq] = 0;
     cache_.clear(seq);
+}
+
+// Reads history[0, H-1) into the draft cache in chunks (the root is fed by
+// the first propose, with the drafts). Windowed drafts leave it to propose.
+void DraftModelProposer::prefill(int seq, std::span<const int32_t> history) {
+    if (opts_.window > 0 || history.size() < 2) return;
+    const int chunk = std::max(1, opts_.prefill_chunk);
+    auto& known = known_[seq];
+    const int H = (int)history.size();
+    if (H - 1 > cache_.n_ctx()) return;  // cannot happen: the target holds it
+    int common = 0;
+    while (common < (int)known.size() && common < H - 1 && known[common] == history[common]) ++common;
+    cache_.truncate(seq, common);
+    known.resize(common);
+    while ((int)known.size() < H - 1) {
+        const int from = (int)known.size();
+        const int n = std::min(chunk, H - 1 - from);
+        batch_.clear();
+        batch_.add_chain({history.begin() + from, history.begin() + from + n}, from, seq, false);
+        forward();
+        cache_.commit_length(seq, n);
+        known.insert(known.end(), history.begin() + from, history.begin() + from + n);
+    }
 }
 
 void DraftModelProposer::forward() {
@@ -202,9 +228,12 @@ void DraftModelProposer::propose_chain(std::vector<Work>& work, Rng& rng) {
             if (j > kw || rows[i] < 0) continue;
             const int prev = (int)w.cands.size() - 1;  // -1: root
             const size_t before = w.cands.size();
+            bool stop = false;
             if (fast_top_) {
-                draft_top(rows[i], w, prev, 1, false);  // a chain's scores rank nothing
+                const bool adaptive = opts_.chain_min_prob > 0.0f;
+                draft_top(rows[i], w, prev, 1, adaptive);  // otherwise a chain's scores rank nothing
                 expand_top(w, prev);
+                stop = adaptive && !picks_.empty() && std::exp(picks_[0].logq) < opts_.chain_min_prob;
             } else {
                 draft_dist(rows[i], w, prev, q);
                 expand(w, prev, q, rng);
@@ -213,7 +242,7 @@ void DraftModelProposer::propose_chain(std::vector<Work>& work, Rng& rng) {
                 rows[i] = -1;
                 continue;
             }
-            if (j < kw) {
+            if (j < kw && !stop) {
                 const int pos = (int)known_[w.seq].size();
                 next_rows[i] = next.add(w.cands.back().token, pos, w.seq, -1, true);
                 fed.push_back(i);
@@ -271,6 +300,7 @@ void DraftModelProposer::commit_shared_chain(Work& w) {
 void DraftModelProposer::propose_tree(std::vector<Work>& work, Rng& rng) {
     std::vector<float> q;
     const int k = opts_.tree_topk;
+    const int width = opts_.tree_width > 0 ? opts_.tree_width : k;
     std::vector<int> fresh;
     std::vector<uint8_t> need;
     auto next_frontier = [&](Work& w, size_t from) {
@@ -278,7 +308,7 @@ void DraftModelProposer::propose_tree(std::vector<Work>& work, Rng& rng) {
         std::iota(fresh.begin(), fresh.end(), (int)from);
         std::stable_sort(fresh.begin(), fresh.end(),
                          [&](int a, int b) { return w.cands[a].score > w.cands[b].score; });
-        if ((int)fresh.size() > k) fresh.resize(k);
+        if ((int)fresh.size() > width) fresh.resize(width);
         std::sort(fresh.begin(), fresh.end());
         w.frontier.assign(fresh.begin(), fresh.end());
     };

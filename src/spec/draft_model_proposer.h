@@ -48,6 +48,13 @@ struct DraftModelOptions {
     int tree_topk = 4;      // children per expanded node and frontier width
     int tree_depth = 5;     // max draft depth
     int tree_budget = 16;   // max nodes incl. the root
+    // Frontier width (nodes expanded per depth); 0: tree_topk. Width 1 keeps
+    // every draft forward at one row (the spine is committed as it grows) and
+    // still offers the top-k siblings along it to the verifier.
+    int tree_width = 0;
+    // Deterministic chains stop after a draft whose q is below this (0: off):
+    // a further draft forward is unlikely to pay for itself.
+    float chain_min_prob = 0.0f;
     // Under sampling: draw children from q (verified by recursive rejection)
     // instead of taking the top-k (verified as sampling without replacement).
     // Sampled trees keep every drawn child (pruning by value would bias them),
@@ -65,6 +72,7 @@ public:
     DraftModelProposer(model::Transformer& model, kv::KvCache& cache, ThreadPool& pool,
                        const DraftModelOptions& opts);
     void begin(int seq) override;
+    void prefill(int seq, std::span<const int32_t> history) override;
     void propose(std::span<const ProposeInput> in, std::span<DraftTree> out, Rng& rng) override;
     double last_forward_s() const override { return forward_s_; }
 

@@ -23,6 +23,10 @@ public:
     virtual ~Proposer() = default;
     // A sequence starts (or restarts) with an empty state.
     virtual void begin(int seq) {}
+    // Optional, after begin: read the sequence's history (its last token is the
+    // next root) ahead of the first propose, so that the prompt is processed
+    // in the prefill phase rather than inside the first decode round.
+    virtual void prefill(int seq, std::span<const int32_t> history) {}
     // One tree per input, out[i] for in[i]. Random choices draw from rng.
     virtual void propose(std::span<const ProposeInput> in, std::span<DraftTree> out, Rng& rng) = 0;
     // Seconds spent in draft-model forwards during the last propose (0 if none).

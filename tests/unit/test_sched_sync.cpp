@@ -18,6 +18,8 @@ struct Case {
     spec::DraftShape shape;
     bool ngram;
     int k, topk, depth, budget;
+    int width = 0;            // tree frontier width (0: topk)
+    float min_prob = 0.0f;    // adaptive chain stop
 };
 
 std::vector<std::vector<int32_t>> run_sched(test::TinyModel& target, test::TinyModel* draft, ThreadPool& pool,
@@ -35,6 +37,8 @@ std::vector<std::vector<int32_t>> run_sched(test::TinyModel& target, test::TinyM
         o.tree_topk = c.topk;
         o.tree_depth = c.depth;
         o.tree_budget = c.budget;
+        o.tree_width = c.width;
+        o.chain_min_prob = c.min_prob;
         o.target_n_vocab = target.n_vocab();
         o.params = params;
         prop = std::make_unique<spec::DraftModelProposer>(*draft->model, *draft->cache, pool, o);
@@ -75,6 +79,9 @@ TEST(SchedSync, GreedyIdentityAllMethodsModesBatches) {
         {"tree 2/3/6", spec::DraftShape::Tree, false, 1, 2, 3, 6},
         {"tree 4/5/16", spec::DraftShape::Tree, false, 1, 4, 5, 16},
         {"tree 3/8/24", spec::DraftShape::Tree, false, 1, 3, 8, 24},
+        {"tree 4/6/12 width 1", spec::DraftShape::Tree, false, 1, 4, 6, 12, 1},
+        {"tree 3/5/10 width 2", spec::DraftShape::Tree, false, 1, 3, 5, 10, 2},
+        {"chain k=6 min q 0.4", spec::DraftShape::Chain, false, 6, 4, 5, 16, 0, 0.4f},
         {"ngram k=5", spec::DraftShape::Chain, true, 5, 4, 5, 16},
     };
     for (const auto& c : cases)

@@ -87,19 +87,27 @@ std::pair<double, double> chi_square(const std::vector<int>& counts, const std::
     return {stat, crit};
 }
 
-enum class Kind { ChainSampled, TreeTopK, TreeSampled, DraftOnly };
+enum class Kind { ChainSampled, TreeTopK, TreeSampled, DraftOnly, TreeTopKFast, ChainTopKAdaptive };
 
 std::vector<int> sample_counts(test::TinyModel& target, test::TinyModel& draft, ThreadPool& pool, Kind kind, int n) {
     std::vector<int> counts(kV * kV, 0);
     spec::DraftModelOptions o;
-    o.shape = kind == Kind::ChainSampled ? spec::DraftShape::Chain : spec::DraftShape::Tree;
+    const bool chain = kind == Kind::ChainSampled || kind == Kind::ChainTopKAdaptive;
+    o.shape = chain ? spec::DraftShape::Chain : spec::DraftShape::Tree;
     o.chain_k = 3;
     o.tree_topk = 3;
     o.tree_depth = 3;
     o.tree_budget = 8;
-    o.sampled = kind != Kind::TreeTopK;
+    o.sampled = kind == Kind::ChainSampled || kind == Kind::TreeSampled;
     o.target_n_vocab = kV;
     o.params = sampling();
+    if (kind == Kind::TreeTopKFast || kind == Kind::ChainTopKAdaptive) {
+        // Deterministic drafts ranked straight from the logits (partial
+        // selection path): any fixed choice is verified exactly.
+        o.params.top_k = 0;
+        o.tree_width = 1;
+        o.chain_min_prob = 0.3f;
+    }
     spec::DraftModelProposer prop(*draft.model, *draft.cache, pool, o);
     spec::NoProposer none;
     long acc = 0, drafted = 0, rounds = 0;
@@ -153,6 +161,13 @@ void expect_target_distribution(Kind kind, const char* name) {
 TEST(SpecSampling, ChainWithSampledDraftsIsLossless) { expect_target_distribution(Kind::ChainSampled, "chain"); }
 TEST(SpecSampling, TreeWithTopKDraftsIsLossless) { expect_target_distribution(Kind::TreeTopK, "tree top-k"); }
 TEST(SpecSampling, TreeWithSampledDraftsIsLossless) { expect_target_distribution(Kind::TreeSampled, "tree sampled"); }
+
+TEST(SpecSampling, TreeWithTopKDraftsFastPathWidthOneIsLossless) {
+    expect_target_distribution(Kind::TreeTopKFast, "tree top-k, fast path, width 1");
+}
+TEST(SpecSampling, AdaptiveTopKChainIsLossless) {
+    expect_target_distribution(Kind::ChainTopKAdaptive, "adaptive top-k chain");
+}
 
 TEST(SpecSampling, NegativeControlDraftDistributionIsRejected) {
     Models m;
