@@ -51,7 +51,12 @@ int cmd_generate(int argc, char** argv) {
                    "self-speculation: the draft is the target's first L layers (no -d needed)")
         ->check(CLI::NonNegativeNumber);
     app.add_option("--draft-k", spec.draft_k, "draft chain length (chain, ngram)")->check(CLI::Range(1, 64));
-    app.add_option("--tree-topk", spec.tree_topk, "tree: children per node and frontier width")->check(CLI::Range(1, 32));
+    app.add_option("--tree-topk", spec.tree_topk, "tree: children per node")->check(CLI::Range(1, 32));
+    app.add_option("--tree-width", spec.tree_width, "tree: nodes expanded per depth (0 = --tree-topk)")
+        ->check(CLI::Range(0, 64));
+    app.add_option("--chain-min-prob", spec.chain_min_prob,
+                   "chain: stop drafting after a token the draft gives less than this probability (0 = off)")
+        ->check(CLI::Range(0.0, 1.0));
     app.add_option("--tree-depth", spec.tree_depth, "tree: max draft depth")->check(CLI::Range(1, 64));
     app.add_option("--tree-budget", spec.tree_budget, "tree: max nodes incl. the root")->check(CLI::Range(2, 512));
     app.add_flag("--tree-sampled", spec.tree_sampled, "tree under sampling: draw children from the draft distribution");
