@@ -212,6 +212,7 @@ int cmd_generate(int argc, char** argv) {
         std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
     } else {
         std::printf("\n");
+        std::fflush(stdout);  // the stats line goes to stderr: keep it after the text
         std::fprintf(stderr, "[%d prompt tokens, %.1f tok/s prefill; %d generated, %.1f tok/s decode; %s]\n",
                      r.n_prompt, r.prefill_s > 0 ? r.n_prompt / r.prefill_s : 0.0, r.n_generated, r.decode_tok_s(),
                      r.finish_reason.c_str());
