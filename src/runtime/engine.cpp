@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "model/prefill.h"
 
 namespace specdec::runtime {
 namespace {
@@ -35,21 +36,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opts) {
 }
 
 const float* Engine::prefill(int seq, const std::vector<int32_t>& tokens) {
-    SPECDEC_CHECK(!tokens.empty(), "prefill: no tokens");
-    const int start = cache_->committed(seq);
-    if (start + (int)tokens.size() > n_ctx())
-        throw Error(detail::concat("prompt of ", tokens.size(), " tokens does not fit the context of ", n_ctx(),
-                                   " tokens (", start, " already used); use a shorter prompt or a larger --ctx"));
-    const int chunk = std::max(1, opts_.prefill_chunk);
-    for (size_t off = 0; off < tokens.size(); off += chunk) {
-        const size_t n = std::min((size_t)chunk, tokens.size() - off);
-        batch_.clear();
-        std::vector<int32_t> part(tokens.begin() + off, tokens.begin() + off + n);
-        batch_.add_chain(part, start + (int32_t)off, seq, false);
-        model_->forward(batch_, *cache_, *pool_, result_);
-        cache_->commit_length(seq, (int)n);
-    }
-    return result_.row_logits(0);
+    return model::prefill_chunked(*model_, *cache_, *pool_, seq, tokens, opts_.prefill_chunk, batch_, result_);
 }
 
 std::vector<int32_t> tokenize_request(const Engine& engine, const GenerateRequest& req) {

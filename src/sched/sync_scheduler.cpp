@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "model/prefill.h"
 #include "spec/draft_model_proposer.h"
 #include "spec/ngram_proposer.h"
 #include "spec/tree_invariants.h"
@@ -26,21 +27,10 @@ SyncScheduler::SyncScheduler(const TargetContext& target, spec::Proposer& propos
     SPECDEC_CHECK(tgt_.model && tgt_.cache && tgt_.pool, "scheduler: target model, cache and pool are required");
 }
 
-// Same chunking as Engine::prefill, so the first token matches AR exactly.
+// The same chunked prefill as Engine::prefill, so the first token matches AR exactly.
 const float* SyncScheduler::prefill(int seq, const std::vector<int32_t>& tokens) {
-    SPECDEC_CHECK(!tokens.empty(), "prefill: no tokens");
-    kv::KvCache& cache = *tgt_.cache;
-    SPECDEC_CHECK(cache.committed(seq) + (int)tokens.size() <= cache.n_ctx(), "prompt of ", tokens.size(),
-                  " tokens does not fit the context of ", cache.n_ctx(), " tokens");
-    const int chunk = std::max(1, tgt_.prefill_chunk);
-    for (size_t off = 0; off < tokens.size(); off += chunk) {
-        const size_t n = std::min((size_t)chunk, tokens.size() - off);
-        batch_.clear();
-        batch_.add_chain({tokens.begin() + off, tokens.begin() + off + n}, cache.committed(seq), seq, false);
-        tgt_.model->forward(batch_, cache, *tgt_.pool, result_);
-        cache.commit_length(seq, (int)n);
-    }
-    return result_.row_logits(0);
+    return model::prefill_chunked(*tgt_.model, *tgt_.cache, *tgt_.pool, seq, tokens, tgt_.prefill_chunk, batch_,
+                                  result_);
 }
 
 void SyncScheduler::run(const std::vector<std::vector<int32_t>>& prompts, const std::vector<int>& max_new,
