@@ -2,6 +2,7 @@
 
 #include <queue>
 
+#include "io/merge_symbols.h"
 #include "io/unicode_tables.h"
 
 namespace specdec::io {
@@ -39,10 +40,6 @@ void BpeTokenizer::encode(std::string_view text, std::vector<int32_t>& out) cons
 }
 
 void BpeTokenizer::encode_word(const std::string& word, std::vector<int32_t>& out) const {
-    struct Sym {
-        size_t off, len;
-        int prev, next;
-    };
     struct Pair {
         int rank;
         int left, right;
@@ -52,13 +49,7 @@ void BpeTokenizer::encode_word(const std::string& word, std::vector<int32_t>& ou
     auto worse = [](const Pair& a, const Pair& b) {
         return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
     };
-    std::vector<Sym> syms;
-    for (size_t off = 0; off < word.size();) {
-        const size_t len = std::min(word.size() - off, unicode::utf8_len(uint8_t(word[off])));
-        syms.push_back({off, len, int(syms.size()) - 1, -1});
-        off += len;
-    }
-    for (size_t i = 0; i + 1 < syms.size(); ++i) syms[i].next = int(i + 1);
+    std::vector<MergeSymbol> syms = split_merge_symbols(word);
 
     std::priority_queue<Pair, std::vector<Pair>, decltype(worse)> queue(worse);
     auto try_pair = [&](int l, int r) {
@@ -72,16 +63,13 @@ void BpeTokenizer::encode_word(const std::string& word, std::vector<int32_t>& ou
     while (!queue.empty()) {
         const Pair p = queue.top();
         queue.pop();
-        Sym& l = syms[p.left];
-        Sym& r = syms[p.right];
+        const MergeSymbol& l = syms[p.left];
+        const MergeSymbol& r = syms[p.right];
         // A symbol only grows, and symbols are contiguous, so unchanged
         // lengths and adjacency mean the pair text is unchanged too.
         if (l.len == 0 || r.len == 0 || l.next != p.right || l.len != p.left_len || r.len != p.right_len)
             continue;
-        l.len += r.len;
-        r.len = 0;
-        l.next = r.next;
-        if (r.next >= 0) syms[r.next].prev = p.left;
+        merge_symbols(syms, p.left, p.right);
         try_pair(l.prev, p.left);
         try_pair(p.left, l.next);
     }

@@ -4,6 +4,7 @@
 #include <queue>
 
 #include "core/error.h"
+#include "io/merge_symbols.h"
 #include "io/unicode_tables.h"
 
 namespace specdec::io {
@@ -32,10 +33,6 @@ void SpmTokenizer::encode(std::string_view raw, std::vector<int32_t>& out) const
             text.push_back(c);
     }
 
-    struct Sym {
-        size_t off, len;
-        int prev, next;
-    };
     struct Pair {
         float score;
         int left, right;
@@ -45,13 +42,7 @@ void SpmTokenizer::encode(std::string_view raw, std::vector<int32_t>& out) const
     auto worse = [](const Pair& a, const Pair& b) {
         return a.score < b.score || (a.score == b.score && a.left > b.left);
     };
-    std::vector<Sym> syms;
-    for (size_t off = 0; off < text.size();) {
-        const size_t len = std::min(text.size() - off, unicode::utf8_len(uint8_t(text[off])));
-        syms.push_back({off, len, int(syms.size()) - 1, -1});
-        off += len;
-    }
-    for (size_t i = 0; i + 1 < syms.size(); ++i) syms[i].next = int(i + 1);
+    std::vector<MergeSymbol> syms = split_merge_symbols(text);
 
     std::priority_queue<Pair, std::vector<Pair>, decltype(worse)> queue(worse);
     // Which symbol pair last produced a given merged text. Later pairs with the
@@ -71,13 +62,10 @@ void SpmTokenizer::encode(std::string_view raw, std::vector<int32_t>& out) const
     while (!queue.empty()) {
         const Pair p = queue.top();
         queue.pop();
-        Sym& l = syms[p.left];
-        Sym& r = syms[p.right];
+        const MergeSymbol& l = syms[p.left];
+        const MergeSymbol& r = syms[p.right];
         if (l.len == 0 || r.len == 0 || l.len + r.len != p.size) continue;
-        l.len += r.len;
-        r.len = 0;
-        l.next = r.next;
-        if (r.next >= 0) syms[r.next].prev = p.left;
+        merge_symbols(syms, p.left, p.right);
         try_pair(l.prev, p.left);
         try_pair(p.left, l.next);
     }
@@ -96,8 +84,8 @@ void SpmTokenizer::encode(std::string_view raw, std::vector<int32_t>& out) const
             for (char c : piece) out.push_back(byte_token(uint8_t(c)));
             return;
         }
-        const Sym& a = syms[h->second.first];
-        const Sym& b = syms[h->second.second];
+        const MergeSymbol& a = syms[h->second.first];
+        const MergeSymbol& b = syms[h->second.second];
         self(self, a.off, a.len);
         self(self, b.off, b.len);
     };
