@@ -1,24 +1,15 @@
 #include "sched/sync_scheduler.h"
 
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
 #include <fstream>
 
 #include "core/error.h"
-#include "model/prefill.h"
+#include "sched/spec_batch.h"
 #include "spec/draft_model_proposer.h"
 #include "spec/ngram_proposer.h"
-#include "spec/tree_invariants.h"
 
 namespace specdec::sched {
-
-namespace {
-double now_s() {
-    using namespace std::chrono;
-    return duration<double>(steady_clock::now().time_since_epoch()).count();
-}
-}  // namespace
 
 SyncScheduler::SyncScheduler(const TargetContext& target, spec::Proposer& proposer,
                              const sample::SamplingParams& params, const SchedulerOptions& opts,
@@ -27,125 +18,32 @@ SyncScheduler::SyncScheduler(const TargetContext& target, spec::Proposer& propos
     SPECDEC_CHECK(tgt_.model && tgt_.cache && tgt_.pool, "scheduler: target model, cache and pool are required");
 }
 
-// The same chunked prefill as Engine::prefill, so the first token matches AR exactly.
-const float* SyncScheduler::prefill(int seq, const std::vector<int32_t>& tokens) {
-    return model::prefill_chunked(*tgt_.model, *tgt_.cache, *tgt_.pool, seq, tokens, tgt_.prefill_chunk, batch_,
-                                  result_);
-}
-
 void SyncScheduler::run(const std::vector<std::vector<int32_t>>& prompts, const std::vector<int>& max_new,
                         const OnToken& on_token, SpecStats& stats) {
-    kv::KvCache& cache = *tgt_.cache;
     const int B = (int)prompts.size();
-    const int n_vocab = tgt_.model->config().n_vocab;
-    SPECDEC_CHECK(B >= 1 && B <= cache.n_seq(), "batch of ", B, " sequences, the cache holds ", cache.n_seq());
+    SPECDEC_CHECK(B >= 1 && B <= tgt_.cache->n_seq(), "batch of ", B, " sequences, the cache holds ",
+                  tgt_.cache->n_seq());
     SPECDEC_CHECK((int)max_new.size() == B, "scheduler: one max_new per sequence");
+    // One Rng for every draw, in sequence order: the same stream as before the
+    // loop became a SpecBatch, so seeded runs reproduce.
     Rng rng(params_.seed);
-    std::vector<std::vector<int32_t>> hist(B);
-    std::vector<int> generated(B, 0);
-    std::vector<uint8_t> done(B, 0);
-    std::vector<float> scratch;
-
-    const double t_prefill = now_s();
-    for (int i = 0; i < B; ++i) {
-        cache.clear(i);
-        proposer_.begin(i);
-        const float* logits = prefill(i, prompts[i]);
-        hist[i] = prompts[i];
-        const int32_t tok = sample::sample_token(logits, n_vocab, hist[i], params_, rng, scratch);
-        hist[i].push_back(tok);
-        ++generated[i];
-        if (on_token(i, tok) || generated[i] >= max_new[i]) done[i] = 1;
-        if (!done[i]) proposer_.prefill(i, hist[i]);  // the draft reads the prompt now, not in round 0
-    }
-    const double t_decode = now_s();
-    stats.prefill_s += t_decode - t_prefill;
-
-    const spec::ExecMode mode = opts_.mode;
-    std::vector<spec::ProposeInput> inputs;
-    std::vector<int> active;
-    std::vector<spec::DraftTree> trees;
-    std::vector<spec::TreeTensors> tensors(B);
-    std::vector<int> row_base(B, 0);
-    spec::VerifyResult vr;
-    for (int round = 0;; ++round) {
-        active.clear();
-        inputs.clear();
-        for (int i = 0; i < B; ++i) {
-            if (done[i]) continue;
-            const int room = cache.n_ctx() - cache.committed(i);
-            if (room < 1) {  // same end as AR: no slot left for the last token
-                done[i] = 1;
-                continue;
-            }
-            active.push_back(i);
-            // A tree of T nodes emits at most T tokens: no point drafting past the end.
-            inputs.push_back({i, hist[i], std::min(room, max_new[i] - generated[i])});
-        }
-        if (active.empty()) break;
-        spec::RoundTimes times;
-        double t = now_s();
-        trees.resize(active.size());
-        proposer_.propose(inputs, trees, rng);
-        double t2 = now_s();
-        times.draft_s = t2 - t;
-        t = t2;
-
-        batch_.clear();
-        for (size_t k = 0; k < active.size(); ++k) {
-            const int i = active[k];
-            spec::TreeTensors& tt = tensors[i];
-            spec::build_tree_tensors(trees[k], cache.committed(i), mode, tt);
-            spec::TreeLimits lim;
-            lim.n_vocab = n_vocab;
-            lim.budget = opts_.tree_budget > 0 ? std::min(opts_.tree_budget, inputs[k].max_nodes) : inputs[k].max_nodes;
-            lim.max_depth = opts_.tree_depth;
-            lim.distinct_siblings = opts_.distinct_siblings && trees[k].kind == spec::DraftKind::Deterministic;
-            spec::require_valid_tree(tt, lim, mode);
-            row_base[i] = spec::append_tree_rows(tt, i, batch_);
-            stats.drafted += tt.n - 1;
-        }
-        t2 = now_s();
-        times.tree_s = t2 - t;
-        t = t2;
-
-        tgt_.model->forward(batch_, cache, *tgt_.pool, result_);
-        ++stats.rounds;
-        stats.seq_rounds += (int)active.size();
-        double verify_s = now_s() - t;  // the forward is shared by the batch
-
-        for (size_t k = 0; k < active.size(); ++k) {
-            const int i = active[k];
-            double tv = now_s();
-            // Every row asked for logits, so result row == batch row.
-            const std::span<const int32_t> before_root(hist[i].data(), hist[i].size() - 1);
-            verifier_.verify(trees[k], result_.row_logits(row_base[i]), n_vocab, before_root, params_, rng, vr);
-            if (mode == spec::ExecMode::Reference) {
-                const spec::TreeViolation v = spec::check_accepted_path(tensors[i], vr.path);
-                SPECDEC_CHECK(v.ok(), v.message());
-            }
-            double tc = now_s();
-            times.verify_s = verify_s + (tc - tv);
-            cache.commit_path(i, vr.path);
-            stats.accepted += vr.n_accepted();
-            stats.emitted += (int)vr.emitted.size();
-            for (int32_t tok : vr.emitted) {
-                hist[i].push_back(tok);
-                ++generated[i];
-                if (on_token(i, tok) || generated[i] >= max_new[i]) {
-                    done[i] = 1;
-                    break;
-                }
-            }
-            times.commit_s = now_s() - tc;
-            stats.verify_s += times.verify_s - (k > 0 ? verify_s : 0.0);
-            stats.commit_s += times.commit_s;
-            if (trace_) trace_->round(i, round, tensors[i], vr, times, mode == spec::ExecMode::Reference);
-        }
-        stats.draft_s += times.draft_s;
-        stats.tree_s += times.tree_s;
-    }
-    stats.decode_s += now_s() - t_decode;
+    SpecBatch sb(tgt_, opts_.mode, trace_, &rng);
+    const SlotSpec spec{&proposer_, opts_.tree_budget, opts_.tree_depth, opts_.distinct_siblings};
+    // Sequence i of the batch lives in slot i; all are admitted before round 0.
+    for (int i = 0; i < B; ++i) sb.admit(i, prompts[i], spec, params_, max_new[i], on_token);
+    while (sb.any_running()) sb.step(on_token);
+    const SpecStats& s = sb.stats();
+    stats.rounds += s.rounds;
+    stats.seq_rounds += s.seq_rounds;
+    stats.drafted += s.drafted;
+    stats.accepted += s.accepted;
+    stats.emitted += s.emitted;
+    stats.prefill_s += s.prefill_s;
+    stats.decode_s += s.decode_s;
+    stats.draft_s += s.draft_s;
+    stats.tree_s += s.tree_s;
+    stats.verify_s += s.verify_s;
+    stats.commit_s += s.commit_s;
 }
 
 ProposerBundle make_proposer(const SpecConfig& cfg, runtime::Engine& target, runtime::Engine* draft,
@@ -215,7 +113,6 @@ ProposerBundle make_proposer(const SpecConfig& cfg, runtime::Engine& target, run
     return b;
 }
 
-namespace {
 SchedulerOptions scheduler_options(const SpecConfig& cfg) {
     SchedulerOptions s;
     s.mode = cfg.mode;
@@ -228,6 +125,8 @@ SchedulerOptions scheduler_options(const SpecConfig& cfg) {
     s.distinct_siblings = true;  // checked for deterministic trees only
     return s;
 }
+
+namespace {
 
 nlohmann::json run_header(const SpecConfig& cfg, const runtime::Engine& target, const runtime::Engine* draft,
                           const sample::SamplingParams& p) {

@@ -1,4 +1,5 @@
-// The synchronous speculative decoding loop, for a batch of sequences:
+// The synchronous speculative decoding loop, for a batch of sequences (a thin
+// loop over SpecBatch, sched/spec_batch.h, which holds the round itself):
 //   propose (one tree per sequence) -> tensorize + check invariants ->
 //   ONE target forward holding every sequence's tree -> verify each ->
 //   commit each accepted path in the target cache -> emit tokens.
@@ -56,6 +57,9 @@ struct SchedulerOptions {
     bool distinct_siblings = false;  // deterministic proposers: siblings must differ
 };
 
+// The tree limits a method's trees are checked against.
+SchedulerOptions scheduler_options(const SpecConfig& cfg);
+
 class SyncScheduler {
 public:
     SyncScheduler(const TargetContext& target, spec::Proposer& proposer, const sample::SamplingParams& params,
@@ -67,16 +71,11 @@ public:
              const OnToken& on_token, SpecStats& stats);
 
 private:
-    const float* prefill(int seq, const std::vector<int32_t>& tokens);
-
     TargetContext tgt_;
     spec::Proposer& proposer_;
     sample::SamplingParams params_;
     SchedulerOptions opts_;
     spec::TraceWriter* trace_;
-    spec::Verifier verifier_;
-    model::ForwardBatch batch_;
-    model::ForwardResult result_;
 };
 
 // Engine-level speculative generation with the same request, stop rules and

@@ -1,9 +1,11 @@
 // The synchronous speculative loop on synthetic models: greedy output of every
-// method, mode, tree shape and batch size equals one-token-at-a-time greedy AR.
+// method, mode, tree shape and batch size equals one-token-at-a-time greedy AR;
+// SpecBatch admits and retires sequences between rounds without changing that.
 #include <gtest/gtest.h>
 
 #include <sstream>
 
+#include "sched/spec_batch.h"
 #include "sched/sync_scheduler.h"
 #include "spec/draft_model_proposer.h"
 #include "spec/ngram_proposer.h"
@@ -124,4 +126,123 @@ TEST(SchedSync, StopsExactlyAtMaxNewAndContextEnd) {
     s.run({{1, 2, 3}}, {100}, [&](int, int32_t t) { out.push_back(t); return false; }, st);
     EXPECT_EQ(out.size(), 22u);
     EXPECT_EQ(out, test::greedy_ar(target, pool, {1, 2, 3}, 22));
+}
+
+// Continuous batching: sequences join and leave a running SpecBatch between
+// rounds, each with its own method (chain, n-gram, tree, AR), and every one
+// still gets exactly greedy AR's tokens.
+TEST(SchedSpecBatch, AdmitRetireBetweenRoundsMixedMethods) {
+    ThreadPool pool(2);
+    test::SyntheticModelSpec ts;
+    ts.weight_scale = 0.6f;
+    test::TinyModel target(ts, 256, 3);
+    test::TinyModel draft(ts, 256, 3);  // the target itself: long accepted paths
+    sample::SamplingParams greedy;
+    spec::DraftModelOptions co;
+    co.shape = spec::DraftShape::Chain;
+    co.chain_k = 4;
+    co.target_n_vocab = target.n_vocab();
+    spec::DraftModelProposer chain(*draft.model, *draft.cache, pool, co);
+    spec::DraftModelOptions to = co;
+    to.shape = spec::DraftShape::Tree;
+    to.tree_topk = 3;
+    to.tree_depth = 4;
+    to.tree_budget = 10;
+    spec::DraftModelProposer tree(*draft.model, *draft.cache, pool, to);  // shares the draft cache with `chain`
+    spec::NgramProposer ngram(spec::NgramOptions{1, 3, 5});
+    spec::NoProposer ar;
+    const sched::SlotSpec chain_spec{&chain, 5, 4, true}, tree_spec{&tree, 10, 4, true}, ngram_spec{&ngram, 6, 5, true},
+        ar_spec{&ar, 1, 0, true};
+
+    const std::vector<std::vector<int32_t>> prompts{{1, 2, 3, 4}, {9, 8, 7, 9, 8, 7, 9}, {5}, {3, 3, 1}, {7, 2}};
+    const int n = 30;
+    std::vector<std::vector<int32_t>> ref;
+    for (const auto& p : prompts) ref.push_back(test::greedy_ar(target, pool, p, n));
+
+    sched::SpecBatch sb({target.model.get(), target.cache.get(), &pool, 256}, spec::ExecMode::Reference);
+    std::vector<int> job_of(3, -1);  // slot -> prompt index
+    std::vector<std::vector<int32_t>> out(prompts.size());
+    const sched::OnToken on_token = [&](int slot, int32_t t) {
+        out[job_of[slot]].push_back(t);
+        return false;
+    };
+    auto admit = [&](int slot, int job, const sched::SlotSpec& spec) {
+        job_of[slot] = job;
+        sb.admit(slot, prompts[job], spec, greedy, n, on_token);
+    };
+    auto retire_done = [&] {
+        for (int s = 0; s < 3; ++s)
+            if (sb.admitted(s) && !sb.running(s)) sb.retire(s);
+    };
+
+    admit(0, 0, chain_spec);
+    sb.step(on_token);
+    sb.step(on_token);
+    admit(1, 1, ngram_spec);  // joins a running batch
+    sb.step(on_token);
+    admit(2, 2, ar_spec);
+    sb.step(on_token);
+    // Leaves early (a client that went away): its slot is reused at once, by
+    // another method that shares the draft cache.
+    const size_t cut = out[0].size();
+    ASSERT_LT(cut, (size_t)n);
+    sb.retire(0);
+    admit(0, 3, tree_spec);
+    int rounds = 0;
+    bool fifth_admitted = false;
+    while (sb.any_running() || !fifth_admitted) {
+        ASSERT_LT(++rounds, 200);
+        sb.step(on_token);
+        retire_done();
+        for (int s = 0; s < 3 && !fifth_admitted; ++s)
+            if (!sb.admitted(s)) {
+                admit(s, 4, chain_spec);
+                fifth_admitted = true;
+            }
+    }
+    EXPECT_EQ(out[0], std::vector<int32_t>(ref[0].begin(), ref[0].begin() + (long)cut));
+    for (size_t j = 1; j < prompts.size(); ++j) EXPECT_EQ(out[j], ref[j]) << "prompt " << j;
+    EXPECT_GT(sb.stats().mean_accept_len(), 1.2);
+}
+
+// Without a shared Rng each slot samples from its own seeded Rng and the drafts
+// are deterministic, so a seeded request's sampled tokens do not depend on
+// what else is in the batch.
+TEST(SchedSpecBatch, SeededSamplingIndependentOfNeighbours) {
+    ThreadPool pool(2);
+    test::SyntheticModelSpec ts;
+    ts.weight_scale = 0.6f;
+    test::TinyModel target(ts, 256, 3);
+    test::TinyModel draft(ts, 256, 3);
+    spec::DraftModelOptions co;
+    co.shape = spec::DraftShape::Chain;
+    co.chain_k = 3;
+    co.target_n_vocab = target.n_vocab();
+    spec::DraftModelProposer chain(*draft.model, *draft.cache, pool, co);  // greedy drafts
+    const sched::SlotSpec spec{&chain, 4, 3, true};
+    sample::SamplingParams hot;
+    hot.temperature = 0.9f;
+    hot.seed = 5;
+    const std::vector<int32_t> prompt{4, 6, 8};
+    auto run = [&](bool neighbours) {
+        sched::SpecBatch sb({target.model.get(), target.cache.get(), &pool, 256}, spec::ExecMode::Performance);
+        std::vector<int32_t> out;
+        const sched::OnToken on_token = [&](int slot, int32_t t) {
+            if (slot == 1) out.push_back(t);
+            return false;
+        };
+        if (neighbours) {
+            sample::SamplingParams other = hot;
+            other.seed = 77;
+            sb.admit(0, {1, 2, 3}, spec, other, 40, on_token);
+            sb.step(on_token);
+        }
+        sb.admit(1, prompt, spec, hot, 25, on_token);
+        if (neighbours) sb.admit(2, {9, 9}, spec, sample::SamplingParams{}, 10, on_token);
+        while (sb.any_running()) sb.step(on_token);
+        return out;
+    };
+    const auto alone = run(false);
+    EXPECT_EQ(alone.size(), 25u);
+    EXPECT_EQ(run(true), alone);
 }
