@@ -1,5 +1,6 @@
-// specdec serve: an OpenAI-compatible HTTP server over one engine, with
-// continuous batching (src/server/batch_scheduler.h). HTTP is Debian's
+// specdec serve: an OpenAI-compatible HTTP server over one engine (plus an
+// optional draft engine), with continuous batching and speculative decoding
+// per request (src/server/batch_scheduler.h). HTTP is Debian's
 // cpp-httplib: its worker threads (a pool that grows on demand up to a bound,
 // src/server/http_support.h) parse, validate and tokenize (the tokenizer is
 // immutable, so that is safe in parallel and a bad request is refused before
@@ -23,6 +24,7 @@
 #include "runtime/engine.h"
 #include "runtime/model_locator.h"
 #include "sample/sampler.h"
+#include "sched/spec_config.h"
 #include "server/batch_scheduler.h"
 #include "server/http_support.h"
 #include "server/metrics.h"
@@ -165,10 +167,9 @@ private:
 
     // Validates, tokenizes and queues one request; answers it (JSON or SSE).
     int generate(Endpoint ep, const Request& req, Response& res) {
+        // parse_request admits only the methods this server can run (chain
+        // and tree only with a draft model).
         server::ParsedRequest pr = server::parse_request(ep, req.body, info_);
-        if (pr.spec.method != "ar")  // parse_request admits only available methods
-            throw ApiError(400, "method " + pr.spec.method + " not available", "specdec.method",
-                           "method_not_available");
         if (!pr.seed_given) pr.gen.sampling.seed = random_seed();
         try {
             sample::validate(pr.gen.sampling);
@@ -194,6 +195,8 @@ private:
         // each token but the last needs one more slot.
         if (pr.gen.max_tokens <= 0) pr.gen.max_tokens = engine_.n_ctx() - n_prompt + 1;
         job->req = std::move(pr.gen);
+        job->method = sched::parse_method(pr.spec.method);
+        job->draft_k = pr.spec.draft_k;
         auto channel = std::make_shared<server::JobChannel>();
         job->channel = channel;
 
@@ -328,13 +331,24 @@ private:
 int cmd_serve(int argc, char** argv) {
     CLI::App app{"OpenAI-compatible HTTP server with continuous batching", "specdec serve"};
     std::string model, draft, method = "ar", api_key;
+    int draft_layers = 0;
     std::string host = "127.0.0.1";
     int port = 8080;
     server::SchedulerOptions sopts;
     runtime::EngineOptions eopts;
     app.add_option("-m,--model", model, "target GGUF file or model name (default: the manifest's default)");
     app.add_option("-d,--draft", draft, "draft GGUF file or model name (speculative methods)");
-    app.add_option("--method", method, "default speculation method (available now: ar)");
+    app.add_option("--draft-layers", draft_layers,
+                   "self-speculation: the draft is the target's first L layers (no -d needed)")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--method", method,
+                   "default speculation method: ar, chain, tree (these two need a draft) or ngram; "
+                   "a request may pick another with {\"specdec\": {\"method\": ...}}");
+    sched::SpecConfig& spec = sopts.spec;
+    app.add_option("--draft-k", spec.draft_k, "draft chain length (chain, ngram)")->check(CLI::Range(1, 64));
+    app.add_option("--tree-topk", spec.tree_topk, "tree: children per expanded node")->check(CLI::Range(1, 64));
+    app.add_option("--tree-depth", spec.tree_depth, "tree: max draft depth")->check(CLI::Range(1, 64));
+    app.add_option("--tree-budget", spec.tree_budget, "tree: max nodes incl. the root")->check(CLI::Range(1, 1024));
     app.add_option("--host", host, "address to bind (default loopback)");
     app.add_option("--port", port, "port (0: pick a free one and print it)")->check(CLI::Range(0, 65535));
     app.add_option("--api-key", api_key, "require 'Authorization: Bearer KEY' (default: $SPECDEC_API_KEY)");
@@ -352,16 +366,24 @@ int cmd_serve(int argc, char** argv) {
     if (api_key.empty()) {
         if (const char* k = std::getenv("SPECDEC_API_KEY")) api_key = k;
     }
-    SPECDEC_CHECK(method == "ar", "method ", method,
-                  " not available in this build yet (the speculative scheduler has not landed); use --method ar");
-    if (!draft.empty()) {
-        runtime::resolve_model(draft);  // fail early on a bad name, even if unused yet
-        std::fprintf(stderr, "specdec serve: note: the draft model is unused with method ar\n");
-    }
+    spec.method = sched::parse_method(method);
+    const bool has_draft = !draft.empty() || draft_layers > 0;
+    SPECDEC_CHECK(draft_layers == 0 || draft.empty(), "give either -d DRAFT or --draft-layers L, not both");
+    SPECDEC_CHECK(!spec.needs_draft() || has_draft, "--method ", method,
+                  " needs a draft model (-d DRAFT) or a self-speculation depth (--draft-layers L)");
 
     eopts.model_path = runtime::resolve_model(model);
     eopts.n_seq = sopts.max_batch;
     auto engine = runtime::Engine::load(eopts);
+    std::unique_ptr<runtime::Engine> draft_engine;
+    if (has_draft) {
+        runtime::EngineOptions dopts = eopts;
+        dopts.model_path = draft_layers > 0 ? eopts.model_path : runtime::resolve_model(draft);
+        dopts.layer_limit = draft_layers;
+        dopts.n_ctx = engine->n_ctx();
+        dopts.n_threads = 1;  // the draft runs on the target's pool (never at the same time)
+        draft_engine = runtime::Engine::load(dopts);
+    }
 
     server::ServerInfo info;
     const std::filesystem::path mp(eopts.model_path);
@@ -369,9 +391,12 @@ int cmd_serve(int argc, char** argv) {
     info.model_aliases = {mp.filename().string(), eopts.model_path};
     if (!model.empty() && model != info.model_id) info.model_aliases.push_back(model);
     info.n_ctx = engine->n_ctx();
+    info.available_methods = {"ar", "ngram"};
+    if (draft_engine) info.available_methods.insert(info.available_methods.end(), {"chain", "tree"});
+    info.default_method = method;
 
     server::Metrics metrics;
-    server::BatchScheduler sched(*engine, sopts, metrics);
+    server::BatchScheduler sched(*engine, draft_engine.get(), sopts, metrics);
     Server srv(*engine, sched, metrics, info, api_key);
     httplib::Server http;
     srv.install(http);
@@ -410,9 +435,15 @@ int cmd_serve(int argc, char** argv) {
     });
 
     sched.start();
-    std::fprintf(stderr, "specdec serve: listening on http://%s:%d (model %s, ctx %d, max batch %d, queue %d, %d threads%s)\n",
+    std::fprintf(stderr,
+                 "specdec serve: listening on http://%s:%d (model %s, ctx %d, max batch %d, queue %d, %d threads, "
+                 "method %s%s%s)\n",
                  host.c_str(), bound, info.model_id.c_str(), engine->n_ctx(), sopts.max_batch, sopts.max_queue,
-                 (int)engine->pool().size(), api_key.empty() ? "" : ", API key required");
+                 (int)engine->pool().size(), method.c_str(),
+                 draft_engine ? (", draft " + std::filesystem::path(draft_engine->options().model_path).stem().string())
+                                    .c_str()
+                              : "",
+                 api_key.empty() ? "" : ", API key required");
     std::fflush(stderr);
     const bool ok = http.listen_after_bind();
     serving_done.store(true);

@@ -4,7 +4,6 @@
 #include <exception>
 
 #include "core/error.h"
-#include "core/rng.h"
 #include "sample/sampler.h"
 
 namespace specdec::server {
@@ -37,18 +36,37 @@ struct BatchScheduler::Active {
     std::unique_ptr<Job> job;
     int seq = -1;
     std::unique_ptr<runtime::StopChecker> stop;
-    Rng rng;
-    std::vector<int32_t> history;  // prompt + generated: what the repetition penalty sees
-    int32_t last = -1;             // sampled, not yet forwarded
     bool done = false;
     Clock::time_point first_token{};
 };
 
-BatchScheduler::BatchScheduler(runtime::Engine& engine, SchedulerOptions opts, Metrics& metrics)
-    : engine_(engine), opts_(opts), metrics_(metrics) {
+namespace {
+// Drafts for every request are deterministic (the draft's argmax / top-k,
+// never sampled): they draw no random numbers, so a seeded request's tokens do
+// not depend on its neighbours, and one proposer serves requests with any
+// sampling parameters. The verifier keeps sampled requests exact (deterministic
+// drafts are verified as sampling without replacement).
+sample::SamplingParams draft_params() {
+    sample::SamplingParams p;
+    p.temperature = 0.0f;
+    return p;
+}
+}  // namespace
+
+BatchScheduler::BatchScheduler(runtime::Engine& engine, runtime::Engine* draft, SchedulerOptions opts,
+                               Metrics& metrics)
+    : engine_(engine),
+      draft_(draft),
+      opts_(opts),
+      metrics_(metrics),
+      spec_(sched::TargetContext{&engine.model(), &engine.cache(), &engine.pool(), engine.options().prefill_chunk},
+            spec::ExecMode::Performance) {
     SPECDEC_CHECK(opts_.max_batch >= 1 && opts_.max_batch <= engine_.cache().n_seq(), "max batch ", opts_.max_batch,
                   " must be in [1, ", engine_.cache().n_seq(), "] (the engine's KV sequences)");
+    SPECDEC_CHECK(!draft_ || draft_->cache().n_seq() >= opts_.max_batch, "the draft engine holds ",
+                  draft_ ? draft_->cache().n_seq() : 0, " sequences, the batch needs ", opts_.max_batch);
     for (int s = opts_.max_batch - 1; s >= 0; --s) free_seqs_.push_back(s);
+    by_slot_.assign(engine_.cache().n_seq(), nullptr);
 }
 
 BatchScheduler::~BatchScheduler() { stop(); }
@@ -111,6 +129,8 @@ void BatchScheduler::loop() {
                 a->done = true;
                 a->stop->take_remaining();
             }
+            // The round ends a sequence whose context is full without a token.
+            if (!a->done && a->seq >= 0 && spec_.admitted(a->seq) && !spec_.running(a->seq)) a->done = true;
             if (a->done) retire(*a);
         }
         std::erase_if(active_, [](const auto& a) { return a->seq < 0; });
@@ -124,9 +144,10 @@ void BatchScheduler::admit(std::vector<std::unique_ptr<Active>>& fresh) {
     for (auto& up : fresh) {
         Active& a = *up;
         active_.push_back(std::move(up));
+        by_slot_[a.seq] = &a;
+        a.stop = std::make_unique<runtime::StopChecker>(engine_.tokenizer(), a.job->req);
         if (a.job->channel->cancelled()) {
             a.done = true;
-            a.stop = std::make_unique<runtime::StopChecker>(engine_.tokenizer(), a.job->req);
             continue;
         }
         try {
@@ -138,25 +159,36 @@ void BatchScheduler::admit(std::vector<std::unique_ptr<Active>>& fresh) {
     }
 }
 
-void BatchScheduler::start_sequence(Active& a) {
-    const Job& job = *a.job;
-    a.rng.reseed(job.req.sampling.seed);
-    a.history = job.prompt;
-    a.stop = std::make_unique<runtime::StopChecker>(engine_.tokenizer(), job.req);
-    engine_.cache().clear(a.seq);
-    const auto t0 = Clock::now();
-    const float* logits = engine_.prefill(a.seq, job.prompt);
-    metrics_.record_prefill((int)job.prompt.size(), secs(t0, Clock::now()));
-    on_logits(a, logits);
+const sched::SlotSpec& BatchScheduler::method_spec(sched::Method m, int draft_k) {
+    const bool uses_k = m == sched::Method::Chain || m == sched::Method::NGram;
+    const int k = uses_k ? (draft_k > 0 ? draft_k : opts_.spec.draft_k) : 0;
+    auto it = methods_.find({m, k});
+    if (it != methods_.end()) return it->second.spec;
+    sched::SpecConfig cfg = opts_.spec;
+    cfg.method = m;
+    if (uses_k) cfg.draft_k = k;
+    MethodEntry e;
+    e.bundle = sched::make_proposer(cfg, engine_, draft_, draft_params());
+    const sched::SchedulerOptions so = sched::scheduler_options(cfg);
+    e.spec = sched::SlotSpec{e.bundle.proposer.get(), so.tree_budget, so.tree_depth, so.distinct_siblings};
+    return methods_.emplace(std::make_pair(m, k), std::move(e)).first->second.spec;
 }
 
-void BatchScheduler::on_logits(Active& a, const float* logits) {
-    const int n_vocab = engine_.config().n_vocab;
-    const int32_t tok = sample::sample_token(logits, n_vocab, a.history, a.job->req.sampling, a.rng, scratch_);
+void BatchScheduler::start_sequence(Active& a) {
+    const Job& job = *a.job;
+    const sched::SlotSpec& spec = method_spec(job.method, job.draft_k);
+    const auto t0 = Clock::now();
+    spec_.admit(a.seq, job.prompt, spec, job.req.sampling, job.req.max_tokens,
+                [this](int slot, int32_t tok) { return on_token(slot, tok); });
+    metrics_.record_prefill((int)job.prompt.size(), secs(t0, Clock::now()));
+    metrics_.record_method_tokens(sched::method_name(job.method), 0, 1, 0, 0);
+}
+
+bool BatchScheduler::on_token(int slot, int32_t tok) {
+    Active& a = *by_slot_[slot];
     if (a.first_token == Clock::time_point{}) a.first_token = Clock::now();
-    a.history.push_back(tok);
-    a.last = tok;
-    // Same order as runtime::generate_ar: stop checker, then the context limit.
+    // Same order as runtime::generate_ar: stop checker, then (in the next
+    // round) the context limit.
     a.done = a.stop->push(tok);
     if (!a.done) {
         std::string piece = a.stop->take_stable_text();
@@ -165,33 +197,31 @@ void BatchScheduler::on_logits(Active& a, const float* logits) {
             ev.text = std::move(piece);
             a.job->channel->push(std::move(ev));
         }
-        if (engine_.cache().committed(a.seq) + 1 > engine_.n_ctx()) a.done = true;
     }
+    return a.done;
 }
 
 void BatchScheduler::decode_step() {
-    batch_.clear();
-    std::vector<Active*> rows;
-    for (auto& a : active_) {
-        if (a->done || a->seq < 0 || a->job->channel->cancelled()) continue;
-        batch_.add(a->last, engine_.cache().committed(a->seq), a->seq, -1, true);
-        rows.push_back(a.get());
-    }
-    if (rows.empty()) return;
-    const auto t0 = Clock::now();
+    if (!spec_.any_running()) return;
+    sched::StepReport rep;
     try {
-        engine_.model().forward(batch_, engine_.cache(), engine_.pool(), result_);
+        rep = spec_.step([this](int slot, int32_t tok) { return on_token(slot, tok); });
     } catch (const std::exception& e) {
-        // Should not happen (rows are checked against the context before they
-        // are added); if it does, fail the rows of this step, not the server.
-        for (Active* a : rows) fail(*a, 500, std::string("decode failed: ") + e.what());
+        // Should not happen (trees are sized to the context before they are
+        // verified); if it does, fail the sequences of this round, not the server.
+        for (auto& a : active_)
+            if (!a->done && a->seq >= 0 && spec_.running(a->seq)) fail(*a, 500, std::string("decode failed: ") + e.what());
         return;
     }
-    for (size_t k = 0; k < rows.size(); ++k) {
-        engine_.cache().commit_length(rows[k]->seq, 1);
-        on_logits(*rows[k], result_.row_logits(k));
+    if (rep.rows == 0) return;
+    int tokens = 0;
+    for (const sched::SlotRound& r : rep.slots) {
+        tokens += r.emitted;
+        const Active* a = by_slot_[r.slot];
+        metrics_.record_method_tokens(sched::method_name(a->job->method), 1, r.emitted, r.drafted, r.accepted);
     }
-    metrics_.record_decode_step((int)rows.size(), (int)rows.size(), secs(t0, Clock::now()));
+    metrics_.record_decode_step(rep.rows, tokens, rep.draft_s + rep.verify_s);
+    metrics_.record_spec_times(rep.draft_s, rep.verify_s);
 }
 
 void BatchScheduler::retire(Active& a) {
@@ -209,7 +239,13 @@ void BatchScheduler::retire(Active& a) {
     const double ttft = a.first_token == Clock::time_point{} ? -1.0 : secs(a.job->arrived, a.first_token);
     metrics_.record_generation(secs(a.job->arrived, now), ttft, (int)a.job->prompt.size(),
                                a.stop ? (int)a.stop->tokens().size() : 0);
-    engine_.cache().clear(a.seq);
+    release(a);
+}
+
+void BatchScheduler::release(Active& a) {
+    if (spec_.admitted(a.seq)) spec_.retire(a.seq);
+    else engine_.cache().clear(a.seq);
+    by_slot_[a.seq] = nullptr;
     free_seqs_.push_back(a.seq);
     a.seq = -1;
 }
@@ -217,11 +253,7 @@ void BatchScheduler::retire(Active& a) {
 void BatchScheduler::fail(Active& a, int status, const std::string& msg) {
     a.job->channel->push({JobEvent::Failed, "", "", 0, 0, status, msg});
     a.done = true;
-    if (a.seq >= 0) {
-        engine_.cache().clear(a.seq);
-        free_seqs_.push_back(a.seq);
-        a.seq = -1;
-    }
+    if (a.seq >= 0) release(a);
 }
 
 }  // namespace specdec::server

@@ -1,13 +1,16 @@
 // Continuous batching for `specdec serve`.
 //
-// One scheduler thread owns the Engine. HTTP threads submit jobs into a
-// bounded queue and read their results from a per-request channel. Between
-// decode steps the scheduler admits waiting jobs into free KV sequences
-// (prefill, first token), then runs ONE transformer forward holding one row per
-// active sequence, commits each row, samples each sequence with its own Rng,
-// and retires sequences that stopped, hit max_tokens or the context, or whose
-// client went away. Each sequence sees only its own KV prefix, so what one
-// request sends never changes what another one generates.
+// One scheduler thread owns the engines (target and optional draft). HTTP
+// threads submit jobs into a bounded queue and read their results from a
+// per-request channel. Between rounds the scheduler admits waiting jobs into
+// free KV sequences (prefill, first token, draft prefill), then runs ONE
+// speculative round (sched::SpecBatch) for every active sequence: each
+// sequence's proposer (its request's method: ar, chain, tree or ngram) drafts
+// a tree, ONE target forward verifies all the trees, and each sequence keeps
+// the tokens its own Rng and verifier accept. Sequences that stopped, hit
+// max_tokens or the context, or whose client went away are retired (target and
+// draft sequences freed). Each sequence sees only its own KV prefix, so what
+// one request sends never changes what another one generates.
 #pragma once
 
 #include <atomic>
@@ -15,6 +18,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -23,6 +27,9 @@
 #include <vector>
 
 #include "runtime/engine.h"
+#include "sched/spec_batch.h"
+#include "sched/spec_config.h"
+#include "sched/sync_scheduler.h"
 #include "server/metrics.h"
 
 namespace specdec::server {
@@ -56,20 +63,27 @@ private:
 struct Job {
     runtime::GenerateRequest req;   // max_tokens already resolved (>= 1)
     std::vector<int32_t> prompt;    // tokenize_request(engine, req), checked to fit
+    sched::Method method = sched::Method::AR;  // the request's (or the server's) method
+    int draft_k = 0;                // chain/ngram length; 0: the server's
     std::shared_ptr<JobChannel> channel;
     std::chrono::steady_clock::time_point arrived = std::chrono::steady_clock::now();
 };
 
 struct SchedulerOptions {
-    int max_batch = 4;   // sequences decoded together (the engine must hold that many)
+    int max_batch = 4;   // sequences decoded together (the engines must hold that many)
     int max_queue = 16;  // jobs waiting for a sequence; more are refused
+    // Server defaults of the speculative options (draft_k, tree shape); each
+    // job picks the method (and may override draft_k).
+    sched::SpecConfig spec;
 };
 
 class BatchScheduler {
 public:
     enum class Submit { Ok, QueueFull, Stopped };
 
-    BatchScheduler(runtime::Engine& engine, SchedulerOptions opts, Metrics& metrics);
+    // `draft` (may be null) drafts for chain and tree; jobs asking for those
+    // without a draft must be refused before they are submitted.
+    BatchScheduler(runtime::Engine& engine, runtime::Engine* draft, SchedulerOptions opts, Metrics& metrics);
     ~BatchScheduler();
     void start();
     // Fails every waiting and running job (503) and joins the thread.
@@ -79,16 +93,25 @@ public:
 
 private:
     struct Active;
+    // One proposer per (method, draft_k) in use, made on first use and kept.
+    struct MethodEntry {
+        sched::ProposerBundle bundle;
+        sched::SlotSpec spec;
+    };
     void loop();
     void admit(std::vector<std::unique_ptr<Active>>& fresh);
     void start_sequence(Active& a);
     void decode_step();
-    // Samples from `logits`, feeds the stop checker, streams text; marks done.
-    void on_logits(Active& a, const float* logits);
+    // Feeds the stop checker, streams text; returns true when the sequence is done.
+    bool on_token(int slot, int32_t tok);
+    const sched::SlotSpec& method_spec(sched::Method m, int draft_k);
     void retire(Active& a);
+    // Frees the sequence slot (target and draft).
+    void release(Active& a);
     void fail(Active& a, int status, const std::string& msg);
 
     runtime::Engine& engine_;
+    runtime::Engine* draft_;
     SchedulerOptions opts_;
     Metrics& metrics_;
 
@@ -100,10 +123,10 @@ private:
 
     // Owned by the scheduler thread.
     std::vector<std::unique_ptr<Active>> active_;
+    std::vector<Active*> by_slot_;  // (n_seq) the active job of each sequence slot
     std::vector<int> free_seqs_;
-    model::ForwardBatch batch_;
-    model::ForwardResult result_;
-    std::vector<float> scratch_;
+    sched::SpecBatch spec_;
+    std::map<std::pair<sched::Method, int>, MethodEntry> methods_;
 };
 
 }  // namespace specdec::server

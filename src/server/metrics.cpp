@@ -85,6 +85,22 @@ void Metrics::record_prefill(int tokens, double seconds) {
     ++tokens_generated_;
 }
 
+void Metrics::record_method_tokens(const std::string& method, int rows, int tokens, int drafted, int accepted) {
+    std::lock_guard lk(mu_);
+    MethodCounts& m = methods_[method];
+    m.rows += (uint64_t)rows;
+    m.tokens += (uint64_t)tokens;
+    if (rows > 0) m.decode_tokens += (uint64_t)tokens;
+    m.drafted += (uint64_t)drafted;
+    m.accepted += (uint64_t)accepted;
+}
+
+void Metrics::record_spec_times(double draft_s, double verify_s) {
+    std::lock_guard lk(mu_);
+    draft_seconds_ += draft_s;
+    verify_seconds_ += verify_s;
+}
+
 void Metrics::set_queue_depth(int waiting, int active) {
     std::lock_guard lk(mu_);
     queue_depth_ = waiting;
@@ -125,7 +141,26 @@ std::string Metrics::render() const {
            decode_rows_ > 0 ? (double)decode_tokens_ / (double)decode_rows_ : 0.0);
     scalar(out, "specdec_mean_batch_size", "gauge", "Sequences per decode step",
            decode_steps_ > 0 ? (double)decode_rows_ / (double)decode_steps_ : 0.0);
-    scalar(out, "specdec_ssd_hit_rate", "gauge", "Speculation cache hit rate (0 until SSD is available)", 0.0);
+    scalar(out, "specdec_draft_seconds_total", "counter", "Seconds spent drafting (proposers)", draft_seconds_);
+    scalar(out, "specdec_verify_seconds_total", "counter",
+           "Seconds spent verifying (tree tensors, target forward, verifier, commits)", verify_seconds_);
+    // Per method: labels come only from the server's fixed method names.
+    const auto per_method = [&](const std::string& name, const char* type, const std::string& help, auto value) {
+        header(out, name, type, help);
+        for (const auto& [method, m] : methods_) out += name + "{method=\"" + method + "\"} " + num(value(m)) + "\n";
+    };
+    per_method("specdec_method_tokens_total", "counter", "Completion tokens generated, by speculation method",
+               [](const MethodCounts& m) { return (double)m.tokens; });
+    per_method("specdec_method_rounds_total", "counter", "Sequence verifications (target forwards per sequence), by method",
+               [](const MethodCounts& m) { return (double)m.rows; });
+    per_method("specdec_method_drafted_total", "counter", "Draft tokens proposed, by method",
+               [](const MethodCounts& m) { return (double)m.drafted; });
+    per_method("specdec_method_accepted_total", "counter", "Draft tokens accepted, by method",
+               [](const MethodCounts& m) { return (double)m.accepted; });
+    per_method("specdec_method_mean_accept_length", "gauge",
+               "Tokens per target forward per sequence, by method (1 for autoregressive decoding)",
+               [](const MethodCounts& m) { return m.rows ? (double)m.decode_tokens / (double)m.rows : 0.0; });
+    scalar(out, "specdec_ssd_hit_rate", "gauge", "Speculation cache hit rate (0: SSD is not served yet)", 0.0);
     scalar(out, "specdec_queue_depth", "gauge", "Requests waiting for a sequence slot", queue_depth_);
     scalar(out, "specdec_active_sequences", "gauge", "Requests being decoded", active_);
     latency_.render(out, "specdec_request_latency_seconds", "End-to-end generation latency");

@@ -43,6 +43,13 @@ public:
     // new tokens among them (AR: tokens == rows, so mean accept length is 1).
     void record_decode_step(int rows, int tokens, double seconds);
     void record_prefill(int tokens, double seconds);
+    // Per speculation method: `rows` sequence-rounds (target verifications of
+    // one sequence) that produced `tokens`, with `drafted` draft nodes of which
+    // `accepted` were accepted. A first token (from the prefill) is rows 0, tokens 1.
+    void record_method_tokens(const std::string& method, int rows, int tokens, int drafted, int accepted);
+    // Seconds of one round spent in the proposers and in verification (tree
+    // tensors, the target forward, the verifier, commits).
+    void record_spec_times(double draft_s, double verify_s);
     void set_queue_depth(int waiting, int active);
 
     // Prometheus text; `now` decides the tokens/s window.
@@ -57,6 +64,11 @@ private:
     double decode_seconds_ = 0, prefill_seconds_ = 0;
     uint64_t prefill_tokens_ = 0;
     int queue_depth_ = 0, active_ = 0;
+    struct MethodCounts {
+        uint64_t rows = 0, tokens = 0, decode_tokens = 0, drafted = 0, accepted = 0;
+    };
+    std::map<std::string, MethodCounts> methods_;
+    double draft_seconds_ = 0, verify_seconds_ = 0;
     // Recent decode steps (time, tokens) for a windowed tokens/s gauge.
     std::deque<std::pair<Clock::time_point, int>> recent_;
     Histogram latency_, ttft_, step_;

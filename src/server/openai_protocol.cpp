@@ -167,8 +167,14 @@ void parse_spec(const json& body, const ServerInfo& info, SpecOptions& spec) {
         if (std::find(av.begin(), av.end(), spec.method) == av.end()) {
             std::string list;
             for (const auto& a : av) list += (list.empty() ? "" : ", ") + a;
-            throw bad("method " + spec.method + " not available (available: " + list + ")", "specdec.method",
-                      "method_not_available");
+            // Chain and tree draft with a draft model: say why they are missing.
+            const bool needs_draft = spec.method == "chain" || spec.method == "tree";
+            throw bad("method " + spec.method + " not available" +
+                          (needs_draft ? ": it needs a draft model and this server was started without one "
+                                         "(-d DRAFT or --draft-layers L)"
+                                       : "") +
+                          " (available: " + list + ")",
+                      "specdec.method", needs_draft ? "draft_model_required" : "method_not_available");
         }
     }
     try {

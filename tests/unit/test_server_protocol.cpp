@@ -148,6 +148,24 @@ TEST(ServerProtocol, SpecdecExtension) {
     expect_error(Endpoint::Chat, "{" + m + ",\"specdec\":{\"method\":1}}", 400, "specdec.method");
     expect_error(Endpoint::Chat, "{" + m + ",\"specdec\":{\"draft_k\":0}}", 400, "specdec.draft_k");
     expect_error(Endpoint::Chat, "{" + m + ",\"specdec\":{\"draftk\":2}}", 400, "specdec.draftk");
+    // Without a draft model, chain and tree are refused with the reason.
+    for (const char* method : {"chain", "tree"}) {
+        try {
+            chat("{" + m + ",\"specdec\":{\"method\":\"" + method + "\"}}");
+            FAIL() << method;
+        } catch (const ApiError& e) {
+            EXPECT_EQ(e.status, 400);
+            EXPECT_EQ(e.code, "draft_model_required");
+            EXPECT_EQ(e.param, "specdec.method");
+            EXPECT_NE(e.message.find("needs a draft model"), std::string::npos) << e.message;
+        }
+    }
+    try {
+        chat("{" + m + ",\"specdec\":{\"method\":\"medusa\"}}");
+        FAIL();
+    } catch (const ApiError& e) {
+        EXPECT_EQ(e.code, "method_not_available");
+    }
     ServerInfo i = info();
     i.available_methods = {"ar", "chain"};
     EXPECT_EQ(parse_request(Endpoint::Chat, "{" + m + ",\"specdec\":{\"method\":\"chain\"}}", i).spec.method, "chain");
@@ -202,7 +220,19 @@ TEST(ServerMetrics, PrometheusText) {
     m.record_decode_step(4, 4, 0.02);
     m.record_generation(1.5, 0.1, 10, 5);
     m.set_queue_depth(3, 2);
+    // Per method: a first token, then two rounds of 3 and 5 tokens (tau 4).
+    m.record_method_tokens("chain", 0, 1, 0, 0);
+    m.record_method_tokens("chain", 1, 3, 4, 2);
+    m.record_method_tokens("chain", 1, 5, 4, 4);
+    m.record_method_tokens("ar", 1, 1, 0, 0);
+    m.record_spec_times(0.25, 0.5);
     const std::string s = m.render();
+    EXPECT_NE(s.find("specdec_method_tokens_total{method=\"chain\"} 9"), std::string::npos) << s;
+    EXPECT_NE(s.find("specdec_method_mean_accept_length{method=\"chain\"} 4"), std::string::npos);
+    EXPECT_NE(s.find("specdec_method_mean_accept_length{method=\"ar\"} 1"), std::string::npos);
+    EXPECT_NE(s.find("specdec_method_accepted_total{method=\"chain\"} 6"), std::string::npos);
+    EXPECT_NE(s.find("specdec_draft_seconds_total 0.25"), std::string::npos);
+    EXPECT_NE(s.find("specdec_verify_seconds_total 0.5"), std::string::npos);
     EXPECT_NE(s.find("specdec_requests_total{endpoint=\"/v1/chat/completions\",status=\"429\"} 1"),
               std::string::npos);
     EXPECT_NE(s.find("specdec_tokens_generated_total 4"), std::string::npos);
