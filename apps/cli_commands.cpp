@@ -17,6 +17,7 @@ const char* kUsage =
     "  models     list or fetch the real models (specdec models --help)\n"
     "  bench      compare decoding methods side by side (specdec bench --help)\n"
     "  serve      OpenAI-compatible HTTP server (specdec serve --help)\n"
+    "  calibrate  pick the self-speculation draft depth of a model (specdec calibrate --help)\n"
     "  logits     write every prompt position's logits (for parity checks)\n";
 }
 
@@ -33,6 +34,7 @@ int run(int argc, char** argv) {
     if (cmd == "logits") return cmd_logits(argc - 1, argv + 1);
     if (cmd == "dev") return cmd_dev(argc - 1, argv + 1);
     if (cmd == "serve") return cmd_serve(argc - 1, argv + 1);
+    if (cmd == "calibrate") return cmd_calibrate(argc - 1, argv + 1);
     std::fputs(kUsage, stderr);
     throw Error("unknown command '" + cmd + "'");
 }

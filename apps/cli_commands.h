@@ -12,5 +12,6 @@ int cmd_bench(int argc, char** argv);
 int cmd_logits(int argc, char** argv);
 int cmd_dev(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
+int cmd_calibrate(int argc, char** argv);
 
 }  // namespace specdec::cli

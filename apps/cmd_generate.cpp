@@ -8,7 +8,9 @@
 #include <thread>
 
 #include "cli_commands.h"
+#include "bench/self_spec_calibration.h"
 #include "core/error.h"
+#include "model/layer_list.h"
 #include "runtime/engine.h"
 #include "runtime/model_locator.h"
 #include "sched/ssd_scheduler.h"
@@ -46,10 +48,11 @@ int cmd_generate(int argc, char** argv) {
     app.add_option("--method", method, "decoding method: ar, chain, tree, ngram, ssd")
         ->check(CLI::IsMember({"ar", "chain", "tree", "ngram", "ssd"}));
     app.add_option("-d,--draft", draft_model, "draft model (GGUF file or manifest name) for chain and tree");
-    int draft_layers = 0;
+    std::string draft_layers;
     app.add_option("--draft-layers", draft_layers,
-                   "self-speculation: the draft is the target's first L layers (no -d needed)")
-        ->check(CLI::NonNegativeNumber);
+                   "self-speculation (no -d needed): the draft is the target's first L layers (L), the layers "
+                   "listed (0-7,10,12: kept in order, then the final norm and LM head), or auto (the choice "
+                   "`specdec calibrate` saved next to the model)");
     app.add_option("--draft-k", spec.draft_k, "draft chain length (chain, ngram)")->check(CLI::Range(1, 64));
     app.add_option("--tree-topk", spec.tree_topk, "tree: children per node")->check(CLI::Range(1, 32));
     app.add_option("--tree-width", spec.tree_width, "tree: nodes expanded per depth (0 = --tree-topk)")
@@ -108,29 +111,44 @@ int cmd_generate(int argc, char** argv) {
         req.prompt = prompt;
     }
     eopts.model_path = runtime::resolve_model(model);
-    const bool is_ssd = method == "ssd";  // not a SyncScheduler method
-    spec.method = sched::parse_method(is_ssd ? "chain" : method);
+    const bool ssd_asked = method == "ssd";  // not a SyncScheduler method
+    spec.method = sched::parse_method(ssd_asked ? "chain" : method);
     ssd.fanout = sched::parse_fanout(fanout);
     ssd.backup = sched::parse_backup(backup);
     ssd.interrupt = !no_interrupt;
     ssd.ngram_min = spec.ngram_min;
     ssd.ngram_max = spec.ngram_max;
-    if (is_ssd) {
+    if (ssd_asked) {
         ssd.validate();
         // The draft side has its own threads: by default the target takes the rest.
         if (eopts.n_threads == 0)
             eopts.n_threads = std::max(1, (int)std::thread::hardware_concurrency() - ssd.draft_threads);
     }
     spec.mode = sched::parse_mode(mode);
-    SPECDEC_CHECK(!spec.needs_draft() || !draft_model.empty() || draft_layers > 0, "--method ", method,
+    const bool self_spec = !draft_layers.empty();
+    SPECDEC_CHECK(!spec.needs_draft() || !draft_model.empty() || self_spec, "--method ", method,
                   " needs a draft model (-d DRAFT) or a self-speculation depth (--draft-layers L)");
-    SPECDEC_CHECK(draft_layers == 0 || draft_model.empty(), "give either -d DRAFT or --draft-layers L, not both");
+    SPECDEC_CHECK(!self_spec || draft_model.empty(), "give either -d DRAFT or --draft-layers L, not both");
+    std::vector<int> keep_layers;
+    if (self_spec && draft_layers == "auto") {
+        const bench::SelfSpecChoice c = bench::load_selfspec_choice(eopts.model_path);
+        if (c.use_ar && spec.needs_draft()) {
+            // Output is identical either way (lossless); AR is what calibration measured fastest.
+            std::fprintf(stderr, "note: calibration found no draft depth faster than AR; decoding with ar\n");
+            method = "ar";
+            spec.method = sched::Method::AR;
+        }
+        keep_layers = c.layers;
+    } else if (self_spec) {
+        keep_layers = model::parse_layer_list(draft_layers);
+    }
+    const bool is_ssd = method == "ssd";
     auto engine = runtime::Engine::load(eopts);
     std::unique_ptr<runtime::Engine> draft;
-    if (spec.needs_draft()) {
+    if (spec.needs_draft() || is_ssd) {
         runtime::EngineOptions dopts = eopts;
-        dopts.model_path = draft_layers > 0 ? eopts.model_path : runtime::resolve_model(draft_model);
-        dopts.layer_limit = draft_layers;
+        dopts.model_path = self_spec ? eopts.model_path : runtime::resolve_model(draft_model);
+        dopts.keep_layers = keep_layers;  // validated against the model when it loads
         dopts.n_ctx = engine->n_ctx();
         // chain/tree: the draft runs on the target's pool; ssd: on its worker's
         // own pool. Either way the engine's pool stays idle.
@@ -179,6 +197,7 @@ int cmd_generate(int argc, char** argv) {
             j["verify_s"] = st.verify_s;
             j["commit_s"] = st.commit_s;
             if (draft) j["draft_model"] = draft->options().model_path;
+            if (draft && self_spec) j["draft_layers"] = model::format_layer_list(draft->model().layers_run());
             if (is_ssd) {
                 j["cache_hit_rate"] = sst.hit_rate();
                 j["stall_s"] = sst.stall_s;

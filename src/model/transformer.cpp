@@ -9,21 +9,32 @@
 #include "io/gguf.h"
 #include "kernels/attention.h"
 #include "kernels/ops.h"
+#include "model/layer_list.h"
 
 namespace specdec::model {
 
 Transformer::Transformer(const io::GgufFile& file, int layer_limit)
-    : file_(file), config_(read_model_config(file)), weights_(bind_weights(file, config_)) {
+    : Transformer(file, std::vector<int>{}) {
     SPECDEC_CHECK(layer_limit >= 0 && layer_limit <= config_.n_layer, "model '", file.path(), "' has ",
                   config_.n_layer, " layers; cannot keep ", layer_limit);
-    n_run_ = layer_limit > 0 ? layer_limit : config_.n_layer;
+    if (layer_limit > 0) layers_ = first_layers(layer_limit);
+}
+
+Transformer::Transformer(const io::GgufFile& file, const std::vector<int>& keep_layers)
+    : file_(file), config_(read_model_config(file)), weights_(bind_weights(file, config_)) {
+    if (keep_layers.empty()) {
+        layers_ = first_layers(config_.n_layer);
+    } else {
+        validate_layer_list(keep_layers, config_.n_layer, file.path());
+        layers_ = keep_layers;
+    }
     SPECDEC_CHECK(config_.head_dim_k <= 1024, "model '", file.path(), "': head size ", config_.head_dim_k,
                   " is larger than supported (1024)");
 }
 
 kv::KvCacheOptions Transformer::kv_options(int n_ctx, int n_seq) const {
     kv::KvCacheOptions o;
-    o.n_layer = n_run_;  // a shallow copy keeps K/V for its own layers only
+    o.n_layer = n_layers_run();  // a shallow copy keeps K/V for its own layers only
     o.kv_dim = config_.kv_dim();
     o.n_ctx = n_ctx;
     o.n_seq = n_seq;
@@ -60,7 +71,7 @@ void Transformer::plan_rows(const ForwardBatch& b, const kv::KvCache& cache) {
     }
 }
 
-void Transformer::attention_layer(int il, const ForwardBatch& b, kv::KvCache& cache, ThreadPool& pool) {
+void Transformer::attention_layer(int il, int cl, const ForwardBatch& b, kv::KvCache& cache, ThreadPool& pool) {
     const ModelConfig& c = config_;
     const int n = b.size();
     const int group = c.n_head / c.n_head_kv;
@@ -99,8 +110,8 @@ void Transformer::attention_layer(int il, const ForwardBatch& b, kv::KvCache& ca
             vis.extra_pos0 = qpos - vis.n_extra + 1;  // extras: the ancestor chain ending at this row
             const int g = h / group;
             kernels::attention_head(q_.data() + (size_t)i * c.q_dim() + (size_t)h * c.head_dim_k,
-                                    cache.k(il, r.seq, 0) + (size_t)g * c.head_dim_k,
-                                    cache.v(il, r.seq, 0) + (size_t)g * c.head_dim_v, c.kv_dim(), c.head_dim_k,
+                                    cache.k(cl, r.seq, 0) + (size_t)g * c.head_dim_k,
+                                    cache.v(cl, r.seq, 0) + (size_t)g * c.head_dim_v, c.kv_dim(), c.head_dim_k,
                                     score_scale, vis, scores,
                                     att_.data() + (size_t)i * c.q_dim() + (size_t)h * c.head_dim_v);
         }
@@ -121,8 +132,9 @@ void Transformer::forward(const ForwardBatch& b, kv::KvCache& cache, ThreadPool&
     o_.resize((size_t)n * E);
     gate_.resize((size_t)n * c.n_ff);
     up_.resize((size_t)n * c.n_ff);
-    for (int cl : b.capture_layers)
-        SPECDEC_CHECK(cl >= 0 && cl < n_run_, "forward: capture layer ", cl, " out of range");
+    for (int cap : b.capture_layers)
+        SPECDEC_CHECK(std::find(layers_.begin(), layers_.end(), cap) != layers_.end(), "forward: capture layer ",
+                      cap, " is not a layer this model runs");
     out.hidden.assign(b.capture_layers.size(), {});
 
     const auto& emb = weights_.tok_embd;
@@ -133,8 +145,10 @@ void Transformer::forward(const ForwardBatch& b, kv::KvCache& cache, ThreadPool&
         if (c.embd_scale != 1.0f) kernels::scale_inplace(xi, c.embd_scale, E);
     }
 
-    SPECDEC_CHECK(cache.n_layer() == n_run_, "forward: KV cache has ", cache.n_layer(), " layers, model runs ", n_run_);
-    for (int il = 0; il < n_run_; ++il) {
+    const int n_run = n_layers_run();
+    SPECDEC_CHECK(cache.n_layer() == n_run, "forward: KV cache has ", cache.n_layer(), " layers, model runs ", n_run);
+    for (int cl = 0; cl < n_run; ++cl) {
+        const int il = layers_[cl];  // model layer; cl is its layer in the cache
         const LayerWeights& L = weights_.layers[il];
         for (int i = 0; i < n; ++i)
             kernels::rmsnorm(x_.data() + (size_t)i * E, L.attn_norm, h_.data() + (size_t)i * E, E, c.norm_eps);
@@ -166,13 +180,13 @@ void Transformer::forward(const ForwardBatch& b, kv::KvCache& cache, ThreadPool&
             if (c.arch == Arch::Gemma3) kernels::scale_inplace(qi, c.attn_scale, c.q_dim());
             // Store this row's key and value in its speculative slot.
             const RowPlan& r = plan_[i];
-            uint16_t* kd = cache.k(il, r.seq, r.slot);
-            uint16_t* vd = cache.v(il, r.seq, r.slot);
+            uint16_t* kd = cache.k(cl, r.seq, r.slot);
+            uint16_t* vd = cache.v(cl, r.seq, r.slot);
             for (int d = 0; d < c.kv_dim(); ++d) kd[d] = fp32_to_fp16(ki[d]);
             for (int d = 0; d < c.v_dim(); ++d) vd[d] = fp32_to_fp16(vi[d]);
-            if (il == 0) cache.set_pos(r.seq, r.slot, b.positions[i]);
+            if (cl == 0) cache.set_pos(r.seq, r.slot, b.positions[i]);
         }
-        attention_layer(il, b, cache, pool);
+        attention_layer(il, cl, b, cache, pool);
         kernels::matmul(L.wo, att_.data(), n, o_.data(), pool);
         for (int i = 0; i < n; ++i) {
             float* oi = o_.data() + (size_t)i * E;

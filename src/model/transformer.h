@@ -30,11 +30,18 @@ public:
     // and the LM head: the model's own shallow copy, a draft that costs no extra
     // weight memory (layer-skipping self-speculation).
     explicit Transformer(const io::GgufFile& file, int layer_limit = 0);
+    // Runs exactly `keep_layers` (ascending model layer indices; empty: all),
+    // the residual stream passing from one kept layer straight to the next.
+    Transformer(const io::GgufFile& file, const std::vector<int>& keep_layers);
 
     // Layers this instance runs (config().n_layer unless limited).
-    int n_layers_run() const { return n_run_; }
+    int n_layers_run() const { return (int)layers_.size(); }
+    // Model layer index of each layer run, ascending. Its KV cache holds these
+    // layers only: cache layer i belongs to model layer layers_run()[i].
+    const std::vector<int>& layers_run() const { return layers_; }
 
     const ModelConfig& config() const { return config_; }
+    const ModelWeights& weights() const { return weights_; }  // e.g. for a vocabulary-subset LM head
     kv::KvCacheOptions kv_options(int n_ctx, int n_seq) const;
 
     // Throws specdec::Error on an invalid batch (bad token, sequence, parent)
@@ -48,12 +55,13 @@ private:
         std::vector<int> spec_slots;  // visible speculative slots: ancestors and self
     };
     void plan_rows(const ForwardBatch& batch, const kv::KvCache& cache);
-    void attention_layer(int il, const ForwardBatch& batch, kv::KvCache& cache, ThreadPool& pool);
+    // il: model layer (weights, sliding window); cl: its layer in the cache.
+    void attention_layer(int il, int cl, const ForwardBatch& batch, kv::KvCache& cache, ThreadPool& pool);
 
     const io::GgufFile& file_;
     ModelConfig config_;
     ModelWeights weights_;
-    int n_run_ = 0;
+    std::vector<int> layers_;  // model layers run, ascending
 
     // Scratch, resized per call. Shapes in rows n of the batch.
     std::vector<RowPlan> plan_;

@@ -20,7 +20,10 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opts) {
     e->opts_ = opts;
     SPECDEC_CHECK(!opts.model_path.empty(), "no model given (use -m MODEL.gguf)");
     e->file_ = io::GgufFile::open(opts.model_path);
-    e->model_ = std::make_unique<model::Transformer>(*e->file_, opts.layer_limit);
+    SPECDEC_CHECK(opts.keep_layers.empty() || opts.layer_limit == 0,
+                  "give either a layer count or a list of layers to keep, not both");
+    e->model_ = opts.keep_layers.empty() ? std::make_unique<model::Transformer>(*e->file_, opts.layer_limit)
+                                         : std::make_unique<model::Transformer>(*e->file_, opts.keep_layers);
     e->tokenizer_ = io::Tokenizer::from_gguf(*e->file_);
     const auto& c = e->model_->config();
     SPECDEC_CHECK(e->tokenizer_->n_vocab() <= c.n_vocab, "model '", opts.model_path, "': tokenizer has ",

@@ -26,6 +26,9 @@ struct EngineOptions {
     int n_threads = 0;    // 0: all cores
     int prefill_chunk = 256;  // rows per forward while reading the prompt
     int layer_limit = 0;      // > 0: run only the first layers (a self-speculation draft)
+    // Non-empty: run only these model layers, ascending (a layer-skipping
+    // self-speculation draft; see model/layer_list.h). Excludes layer_limit.
+    std::vector<int> keep_layers;
 };
 
 // A loaded model ready to run.

@@ -1,0 +1,263 @@
+#include "bench/self_spec_calibration.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "bench/prompt_set.h"
+#include "bench/sys_info.h"
+#include "core/error.h"
+#include "model/layer_list.h"
+#include "runtime/engine.h"
+#include "sched/sync_scheduler.h"
+
+namespace specdec::bench {
+namespace {
+
+struct Prompt {
+    std::string kind;  // code: raw completion; chat: one user turn in the chat template
+    std::string text;
+};
+
+// Alternating code and chat, so any --prompts N >= 2 covers both kinds.
+const std::vector<Prompt> kBuiltin{
+    {"code",
+     "from typing import List\n\n\ndef has_close_elements(numbers: List[float], threshold: float) -> bool:\n"
+     "    \"\"\" Check if in given list of numbers, are any two numbers closer to each other than\n"
+     "    given threshold.\n    \"\"\"\n"},
+    {"chat", "Explain in a few sentences why the sky is blue."},
+    {"code", "def quicksort(arr):\n    \"\"\"Sort a list of integers in ascending order.\"\"\"\n"},
+    {"chat", "Write a short email inviting a colleague to lunch on Friday."},
+    {"code", "class Stack:\n    \"\"\"A last-in first-out stack backed by a Python list.\"\"\"\n\n    def __init__(self):\n"},
+    {"chat", "What are three good habits for staying healthy? Answer briefly."},
+};
+
+runtime::GenerateRequest make_request(const runtime::Engine& engine, const Prompt& p, int max_tokens) {
+    runtime::GenerateRequest r;
+    r.max_tokens = max_tokens;
+    r.ignore_eos = true;  // every method generates the same number of tokens
+    if (p.kind == "chat") {
+        r.messages.push_back({"user", p.text});
+        try {
+            (void)runtime::tokenize_request(engine, r);
+            return r;
+        } catch (const Error&) {
+            r.messages.clear();  // no usable chat template (a base model): plain text
+        }
+    }
+    r.prompt = p.text;
+    return r;
+}
+
+// Sums over prompts, per kind.
+struct Acc {
+    double tokens = 0, decode_s = 0, emitted = 0, rounds = 0;
+    double tok_s() const { return decode_s > 0 ? tokens / decode_s : 0.0; }
+    double tau() const { return rounds > 0 ? emitted / rounds : 1.0; }
+};
+
+std::string load_average() {
+    std::ifstream in("/proc/loadavg");
+    std::string a, b, c;
+    in >> a >> b >> c;
+    return in ? a + " " + b + " " + c : "unknown";
+}
+
+nlohmann::json kinds_json(const std::vector<KindFigures>& ks, bool spec) {
+    nlohmann::json j = nlohmann::json::object();
+    for (const auto& k : ks) {
+        nlohmann::json e{{"tok_s", k.tok_s}};
+        if (spec) {
+            e["mean_accept_len"] = k.mean_accept_len;
+            e["speedup"] = k.speedup;
+        }
+        j[k.kind] = e;
+    }
+    return j;
+}
+
+}  // namespace
+
+std::vector<std::vector<int>> default_candidates(int n_layer) {
+    std::vector<std::vector<int>> out;
+    auto add = [&](std::vector<int> v) {
+        if (v.empty() || (int)v.size() >= n_layer) return;
+        if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(std::move(v));
+    };
+    for (int q : {1, 2, 3}) add(model::first_layers(std::max(1, n_layer * q / 4)));
+    // Skip the middle: the first layers plus the last two.
+    for (int q : {2, 3}) {
+        const int n = std::max(3, n_layer * q / 4);
+        std::vector<int> v = model::first_layers(n - 2);
+        v.push_back(n_layer - 2);
+        v.push_back(n_layer - 1);
+        if (n - 2 < n_layer - 2) add(v);
+    }
+    return out;
+}
+
+CalibrationResult run_calibration(const CalibrationOptions& o, const std::function<void(const std::string&)>& log) {
+    auto say = [&](const std::string& s) {
+        if (log) log(s);
+    };
+    SPECDEC_CHECK(o.spec.needs_draft(), "calibrate: the method must be chain or tree");
+    SPECDEC_CHECK(o.max_tokens >= 2, "calibrate: generate at least 2 tokens per prompt");
+    SPECDEC_CHECK(o.n_prompts >= 1, "calibrate: use at least one prompt");
+    runtime::EngineOptions eo;
+    eo.model_path = o.model_path;
+    eo.n_ctx = o.n_ctx;
+    eo.n_threads = o.n_threads;
+    auto target = runtime::Engine::load(eo);
+    const int n_layer = target->config().n_layer;
+
+    std::vector<Prompt> prompts;
+    if (!o.prompts_file.empty()) {
+        for (const auto& c : load_prompts_jsonl(o.prompts_file, o.n_prompts))
+            prompts.push_back({c.set == "humaneval" ? "code" : "chat", c.turns.at(0)});
+    } else {
+        SPECDEC_CHECK(o.n_prompts <= (int)kBuiltin.size(), "calibrate: at most ", kBuiltin.size(),
+                      " built-in prompts (or give --prompts-file)");
+        prompts.assign(kBuiltin.begin(), kBuiltin.begin() + o.n_prompts);
+    }
+    SPECDEC_CHECK(!prompts.empty(), "calibrate: no prompts");
+    std::vector<runtime::GenerateRequest> reqs;
+    for (const auto& p : prompts) reqs.push_back(make_request(*target, p, o.max_tokens));
+
+    std::vector<std::vector<int>> cands = o.candidates.empty() ? default_candidates(n_layer) : o.candidates;
+    SPECDEC_CHECK(!cands.empty(), "calibrate: no candidate layer sets (the model has ", n_layer, " layers)");
+    for (const auto& c : cands) model::validate_layer_list(c, n_layer, o.model_path);
+
+    CalibrationResult res;
+    res.model_path = o.model_path;
+    res.n_layer = n_layer;
+    res.method = sched::method_name(o.spec.method);
+    res.n_threads = target->pool().size();
+    res.n_prompts = (int)prompts.size();
+    res.max_tokens = o.max_tokens;
+
+    // AR before and after the candidates: the mean of both soaks up slow drifts of the load.
+    std::map<std::string, Acc> ar;
+    std::vector<std::vector<int32_t>> ref(reqs.size());
+    auto run_ar = [&] {
+        for (size_t i = 0; i < reqs.size(); ++i) {
+            const auto r = runtime::generate_ar(*target, reqs[i]);
+            ref[i] = r.tokens;
+            for (const std::string& k : {prompts[i].kind, std::string("all")}) {
+                ar[k].tokens += r.n_generated;
+                ar[k].decode_s += r.decode_s;
+            }
+        }
+    };
+    say("ar ...");
+    run_ar();
+    for (const auto& layers : cands) {
+        CalibrationRow row;
+        row.layers = model::format_layer_list(layers);
+        row.n_layers = (int)layers.size();
+        say("layers " + row.layers + " ...");
+        runtime::EngineOptions dopts = eo;
+        dopts.keep_layers = layers;
+        dopts.n_ctx = target->n_ctx();
+        dopts.n_threads = 1;  // the draft runs on the target's pool
+        auto draft = runtime::Engine::load(dopts);
+        std::map<std::string, Acc> acc;
+        for (size_t i = 0; i < reqs.size(); ++i) {
+            sched::SpecStats st;
+            const auto r = sched::generate_speculative(*target, draft.get(), reqs[i], o.spec, &st);
+            row.identical = row.identical && r.tokens == ref[i];
+            for (const std::string& k : {prompts[i].kind, std::string("all")}) {
+                acc[k].tokens += r.n_generated;
+                acc[k].decode_s += r.decode_s;
+                acc[k].emitted += st.emitted;
+                acc[k].rounds += st.seq_rounds;
+            }
+        }
+        SPECDEC_CHECK(row.identical, "calibrate: layers ", row.layers,
+                      " produced tokens different from AR (speculation must be lossless)");
+        res.rows.push_back(std::move(row));
+        // Figures are filled in once AR's second run is in.
+        res.rows.back().kinds.clear();
+        for (auto& [k, a] : acc) res.rows.back().kinds.push_back({k, a.tau(), a.tok_s(), 0.0});
+    }
+    say("ar ...");
+    run_ar();
+    for (auto& [k, a] : ar) res.ar_kinds.push_back({k, 1.0, a.tok_s(), 1.0});
+    res.ar_tok_s = ar["all"].tok_s();
+    double best = 1.0;
+    for (size_t r = 0; r < res.rows.size(); ++r) {
+        for (auto& k : res.rows[r].kinds) k.speedup = ar[k.kind].tok_s() > 0 ? k.tok_s / ar[k.kind].tok_s() : 0.0;
+        for (const auto& k : res.rows[r].kinds)
+            if (k.kind == "all" && k.speedup > best) {
+                best = k.speedup;
+                res.chosen = (int)r;
+            }
+    }
+    return res;
+}
+
+nlohmann::json CalibrationResult::to_json() const {
+    nlohmann::json rows_j = nlohmann::json::array();
+    for (const auto& r : rows)
+        rows_j.push_back({{"layers", r.layers}, {"n_layers", r.n_layers}, {"identical", r.identical},
+                          {"figures", kinds_json(r.kinds, true)}});
+    nlohmann::json j{{"model", model_path},        {"n_layer", n_layer},       {"method", method},
+                     {"threads", n_threads},       {"prompts", n_prompts},     {"max_tokens", max_tokens},
+                     {"ar_tok_s", ar_tok_s},       {"ar", kinds_json(ar_kinds, false)},
+                     {"candidates", rows_j}};
+    if (chosen >= 0) {
+        const auto& r = rows[chosen];
+        double sp = 0;
+        for (const auto& k : r.kinds)
+            if (k.kind == "all") sp = k.speedup;
+        j["choice"] = {{"draft_layers", r.layers}, {"method", method}, {"speedup", sp}};
+    } else {
+        j["choice"] = {{"draft_layers", "ar"}, {"method", "ar"}, {"speedup", 1.0},
+                       {"why", "no candidate decoded faster than AR"}};
+    }
+    return j;
+}
+
+std::string selfspec_path(const std::string& model_path) { return model_path + ".selfspec.json"; }
+
+void save_calibration(const CalibrationResult& r, const std::string& path) {
+    nlohmann::json j = r.to_json();
+    j["version"] = 1;
+    j["model_size"] = file_size(r.model_path);
+    j["model_sha256"] = sha256_file(r.model_path);
+    j["date"] = utc_now();
+    j["load_average"] = load_average();
+    j["cpu"] = cpu_model();
+    std::ofstream out(path);
+    SPECDEC_CHECK(out.good(), "cannot write '", path, "'");
+    out << j.dump(2) << "\n";
+    SPECDEC_CHECK(out.good(), "cannot write '", path, "'");
+}
+
+SelfSpecChoice load_selfspec_choice(const std::string& model_path) {
+    const std::string path = selfspec_path(model_path);
+    std::ifstream in(path);
+    SPECDEC_CHECK(in.good(), "--draft-layers auto: no calibration for this model (", path,
+                  " is missing); run: specdec calibrate -m ", model_path);
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    SPECDEC_CHECK(!j.is_discarded() && j.is_object() && j.contains("choice") && j["choice"].is_object() &&
+                      j["choice"].contains("draft_layers") && j["choice"]["draft_layers"].is_string(),
+                  "--draft-layers auto: ", path, " is not a calibration file; rerun specdec calibrate -m ",
+                  model_path);
+    // The size is checked on every use (hashing a large model each time would cost seconds).
+    SPECDEC_CHECK(j.value("model_size", (uint64_t)0) == file_size(model_path), "--draft-layers auto: ", path,
+                  " was made for a different file (size differs); rerun specdec calibrate -m ", model_path);
+    SelfSpecChoice c;
+    const std::string layers = j["choice"]["draft_layers"];
+    c.method = j["choice"].value("method", "");
+    c.speedup = j["choice"].value("speedup", 0.0);
+    if (layers == "ar") {
+        c.use_ar = true;
+    } else {
+        c.layers = model::parse_layer_list(layers);
+    }
+    return c;
+}
+
+}  // namespace specdec::bench
