@@ -16,6 +16,7 @@
 #include "cli_commands.h"
 #include "core/error.h"
 #include "runtime/model_locator.h"
+#include "sched/ssd_config.h"
 
 namespace specdec::cli {
 
@@ -24,15 +25,25 @@ int cmd_bench(int argc, char** argv) {
     CLI::App app{"Benchmark decoding methods (llama-bench style sweeps) or the AR forward pass", "specdec bench"};
     BenchOptions o;
     std::string methods = "ar", budgets = "16", depths = "5", topks = "4", ks = "5", batches = "1", temps = "0",
-                threads = "0", sets, fwd;
+                threads = "0", sets, fwd, ssd_ks = "4", fanouts = "geometric", cs = "1";
     app.add_option("-m,--model", o.target, "target GGUF file or manifest name (default: the manifest's default)");
-    app.add_option("-d,--draft", o.draft, "draft model for chain and tree");
+    app.add_option("-d,--draft", o.draft, "draft model for chain, tree and ssd");
     app.add_option("--method", methods, "comma-separated methods: ar,chain,tree,ngram,ssd");
     app.add_option("--tree-budget", budgets, "tree: node budgets incl. the root (comma-separated)");
     app.add_option("--tree-depth", depths, "tree: max depths (comma-separated)");
     app.add_option("--tree-topk", topks, "tree: children per node (comma-separated)");
     app.add_option("--draft-k", ks, "chain/ngram: draft lengths (comma-separated)");
     app.add_option("--batch", batches, "sequences decoded together (comma-separated)");
+    app.add_option("--ssd-k", ssd_ks, "ssd: speculation lengths K (comma-separated)");
+    app.add_option("--fanout", fanouts, "ssd: fan-out kinds, geometric and/or uniform (comma-separated)");
+    app.add_option("--saguaro-c", cs, "ssd: Saguaro C values in [0, 1] (comma-separated; 1 = off)");
+    app.add_option("--fanout-budget", o.fanout_budget, "ssd: cached branches per round (sum of F_k)")
+        ->check(CLI::Range(0, 256));
+    app.add_option("--backup", o.ssd_backup, "ssd: backup on a cache miss")
+        ->check(CLI::IsMember({"auto", "jit", "ngram", "random"}));
+    app.add_option("--ssd-draft-threads", o.draft_threads,
+                   "ssd: threads of the draft side, taken from each thread count (the target keeps the rest)")
+        ->check(CLI::Range(1, 1024));
     app.add_option("--temp", temps, "temperatures (comma-separated; 0 = greedy)");
     app.add_option("-t,--threads", threads, "thread counts (comma-separated; 0 = all cores)");
     app.add_option("--warmup", o.warmup, "unrecorded runs per configuration")->check(CLI::NonNegativeNumber);
@@ -52,6 +63,11 @@ int cmd_bench(int argc, char** argv) {
     app.add_option("--seed", o.seed, "sampling seed");
     app.add_option("--ngram-min", o.ngram_min, "ngram: shortest suffix to match")->check(CLI::Range(1, 16));
     app.add_option("--ngram-max", o.ngram_max, "ngram: longest suffix to match")->check(CLI::Range(1, 16));
+    app.add_option("--vocab-subset", o.vocab_subset, "chain/tree: the draft proposes only the N most frequent "
+                   "target tokens of --vocab-corpus (0 = off)")->check(CLI::NonNegativeNumber);
+    app.add_option("--vocab-subset-file", o.vocab_subset_file,
+                   "cached vocabulary subset (built from --vocab-corpus if missing; default OUT_DIR/vocab_subset_N.txt)");
+    app.add_option("--vocab-corpus", o.vocab_corpus, "JSONL corpus to count token frequencies")->check(CLI::ExistingFile);
     app.add_option("--mode", o.mode, "speculative mode: performance or reference")
         ->check(CLI::IsMember({"reference", "performance"}));
     app.add_option("--trace-dir", o.trace_dir, "write a round trace per turn of each speculative method (batch 1)");
@@ -80,6 +96,13 @@ int cmd_bench(int argc, char** argv) {
     o.temp = parse_double_list(temps, "--temp");
     o.threads = parse_int_list(threads, "-t/--threads");
     o.sets = parse_string_list(sets);
+    o.ssd_k = parse_int_list(ssd_ks, "--ssd-k");
+    o.fanout = parse_string_list(fanouts);
+    SPECDEC_CHECK(!o.fanout.empty(), "--fanout: empty list");
+    for (const auto& f : o.fanout) sched::parse_fanout(f);  // a clear error for a bad name
+    o.saguaro_c = parse_double_list(cs, "--saguaro-c");
+    for (int k : o.ssd_k) SPECDEC_CHECK(k >= 1 && k <= 64, "--ssd-k ", k, " is outside [1, 64]");
+    for (double c : o.saguaro_c) SPECDEC_CHECK(c >= 0 && c <= 1, "--saguaro-c ", c, " is outside [0, 1]");
     if (!fwd.empty()) o.forward_sizes = parse_int_list(fwd, "--forward-sizes");
     for (int b : o.tree_budget) SPECDEC_CHECK(b >= 2 && b <= 512, "--tree-budget ", b, " is outside [2, 512]");
     for (int d : o.tree_depth) SPECDEC_CHECK(d >= 1 && d <= 64, "--tree-depth ", d, " is outside [1, 64]");
@@ -89,6 +112,10 @@ int cmd_bench(int argc, char** argv) {
     for (double t : o.temp) SPECDEC_CHECK(t >= 0 && t <= 100, "--temp ", t, " is outside [0, 100]");
     for (int t : o.threads) SPECDEC_CHECK(t >= 0 && t <= 1024, "--threads ", t, " is outside [0, 1024]");
     for (int n : o.forward_sizes) SPECDEC_CHECK(n >= 1 && n <= 4096, "--forward-sizes ", n, " is outside [1, 4096]");
+    if (o.vocab_subset > 0 && o.vocab_subset_file.empty())
+        o.vocab_subset_file = (std::filesystem::path(o.out_dir) / ("vocab_subset_" + std::to_string(o.vocab_subset) + ".txt")).string();
+    SPECDEC_CHECK(o.vocab_subset == 0 || std::filesystem::exists(o.vocab_subset_file) || !o.vocab_corpus.empty(),
+                  "--vocab-subset needs --vocab-corpus FILE (or an existing --vocab-subset-file)");
     for (int i = 0; i < argc; ++i) o.argv.push_back(argv[i]);
 
     // Methods this build cannot run are reported, never faked.
@@ -134,7 +161,11 @@ int cmd_bench(int argc, char** argv) {
                          {"trace_dir", o.trace_dir},   {"prefill", o.micro_prefill},   {"decode", o.micro_decode},
                          {"forward_sizes", o.forward_sizes}, {"forward_reps", o.micro_reps},
                          {"out_dir", o.out_dir},       {"llamacpp", o.llamacpp},       {"plots", o.plots},
-                         {"skip_unavailable", o.skip_unavailable}};
+                         {"skip_unavailable", o.skip_unavailable}, {"ssd_k", o.ssd_k},
+                         {"fanout", o.fanout},         {"saguaro_c", o.saguaro_c},
+                         {"fanout_budget", o.fanout_budget}, {"ssd_backup", o.ssd_backup},
+                         {"ssd_draft_threads", o.draft_threads}, {"vocab_subset", o.vocab_subset},
+                         {"vocab_subset_file", o.vocab_subset_file}, {"vocab_corpus", o.vocab_corpus}};
     r.meta["seeds"] = {{"sampling", o.seed}};
     r.meta["argv"] = o.argv;
 

@@ -20,6 +20,16 @@ struct BenchOptions {
     std::vector<int> batch{1};
     std::vector<double> temp{0.0};
     std::vector<int> threads{0};        // 0: all cores
+    // SSD (issue #6): speculation length, fan-out kind, Saguaro C (swept), and
+    // the fixed options. Threads: the draft side takes draft_threads of each
+    // thread count, the target the rest (at least 1), so SSD uses the same
+    // cores as the other methods of that row.
+    std::vector<int> ssd_k{4};
+    std::vector<std::string> fanout{"geometric"};
+    std::vector<double> saguaro_c{1.0};
+    int fanout_budget = 8;
+    std::string ssd_backup = "auto";
+    int draft_threads = 1;
     // Repetition.
     int warmup = 1;
     int reps = 1;
@@ -36,6 +46,10 @@ struct BenchOptions {
     int n_ctx = 4096;
     uint64_t seed = 0;
     int ngram_min = 1, ngram_max = 3;
+    // Draft vocabulary subset for chain and tree (0: off): the N most frequent
+    // target tokens of vocab_corpus, cached in vocab_subset_file.
+    int vocab_subset = 0;
+    std::string vocab_subset_file, vocab_corpus;
     std::string mode = "performance";
     std::string trace_dir;              // per-turn traces of the speculative methods
     bool skip_unavailable = false;

@@ -44,7 +44,8 @@ nlohmann::json summarize(const BenchResult& r) {
         std::vector<double> sp, tps;
         std::set<int> batches;
         int n = 0, gen = 0, prompt = 0, rounds = 0, emitted = 0, matches = 0, compared = 0;
-        double dec = 0, pre = 0, draft = 0, tree = 0, verify = 0, commit = 0;
+        double dec = 0, pre = 0, draft = 0, tree = 0, verify = 0, commit = 0, stall = 0;
+        std::vector<double> hit;
         for (const auto& t : r.records) {
             if (t.config != (int)ci) continue;
             ++n;
@@ -65,6 +66,10 @@ nlohmann::json summarize(const BenchResult& r) {
             tree += t.tree_s;
             verify += t.verify_s;
             commit += t.commit_s;
+            if (t.has_ssd) {
+                hit.push_back(t.ssd_hit_rate);
+                stall += t.stall_s;
+            }
         }
         nlohmann::json s = c.to_json();
         s["config"] = ci;
@@ -95,8 +100,9 @@ nlohmann::json summarize(const BenchResult& r) {
         } else {
             s["mean_accept_len"] = nullptr;
         }
-        s["ssd_hit_rate"] = nullptr;
-        s["stall_s"] = nullptr;
+        // SSD: mean of the per-turn hit rates; stall time summed like the decode time.
+        s["ssd_hit_rate"] = hit.empty() ? nlohmann::json(nullptr) : nlohmann::json(mean(hit));
+        s["stall_s"] = hit.empty() ? nlohmann::json(nullptr) : nlohmann::json(stall);
         s["greedy_matches_ar"] = compared ? nlohmann::json(matches) : nlohmann::json(nullptr);
         s["greedy_compared"] = compared;
         out.push_back(s);
@@ -253,8 +259,8 @@ std::string markdown(const BenchResult& r) {
         const auto sum = summarize(r);
         md << "## Summary per configuration\n\n";
         md << "| config | turns | gen tokens | decode tok/s | speedup mean | p50 | p90 | p99 | accept len | "
-              "draft % | tree+mask % | verify % | commit % | greedy == AR |\n";
-        md << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+              "draft % | tree+mask % | verify % | commit % | ssd hit | stall % | greedy == AR |\n";
+        md << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
         for (const auto& s : sum) {
             const std::string label = s["label"].get<std::string>();
             md << "| " << label << " | " << s["turns"] << " | " << s["generated_tokens"] << " | "
@@ -273,6 +279,13 @@ std::string markdown(const BenchResult& r) {
             } else {
                 md << "n/a | n/a | n/a | n/a | ";
             }
+            if (s["ssd_hit_rate"].is_null()) {
+                md << "- | - | ";
+            } else {
+                const double d = s["decode_s"].get<double>();
+                md << f2(s["ssd_hit_rate"].get<double>()) << " | "
+                   << (d > 0 ? f2(100.0 * s["stall_s"].get<double>() / d, 1) : "0") << " | ";
+            }
             md << (s["greedy_matches_ar"].is_null()
                        ? std::string("-")
                        : std::to_string(s["greedy_matches_ar"].get<int>()) + "/" +
@@ -281,7 +294,9 @@ std::string markdown(const BenchResult& r) {
         }
         md << "\nSpeedup: per turn, the configuration's decode tok/s over the AR baseline's on the same turn "
               "(same threads, temperature and batch; llama.cpp rows: over specdec AR). Decode tok/s = "
-              "generated tokens / decode time (prefill excluded). Accept length = tokens per target forward.\n\n";
+              "generated tokens / decode time (prefill excluded). Accept length = tokens per target forward. "
+              "SSD: draft % is the target's stall waiting for the draft side; ssd hit is the speculation-cache "
+              "hit rate (mean over turns); its threads are split, the draft side taking --ssd-draft-threads.\n\n";
     }
     if (!r.unavailable.empty()) {
         md << "## Not measured\n\n";

@@ -16,6 +16,8 @@
 #include "bench/sys_info.h"
 #include "core/error.h"
 #include "runtime/engine.h"
+#include "core/thread_pool.h"
+#include "sched/ssd_scheduler.h"
 #include "sched/sync_scheduler.h"
 
 namespace specdec::bench {
@@ -44,6 +46,7 @@ std::string RunConfig::label() const {
     std::string s = method;
     if (method == "tree") s += " b=" + std::to_string(tree_budget) + " d=" + std::to_string(tree_depth);
     if (method == "chain" || method == "ngram") s += " k=" + std::to_string(draft_k);
+    if (method == "ssd") s += " k=" + std::to_string(ssd_k) + " " + fanout + " C=" + fmt_num(saguaro_c);
     if (batch != 1) s += " B=" + std::to_string(batch);
     if (temp != 0) s += " T=" + fmt_num(temp);
     s += " t=" + std::to_string(threads);
@@ -58,6 +61,9 @@ nlohmann::json RunConfig::to_json() const {
     j["tree_depth"] = tree_depth;
     j["tree_topk"] = tree_topk;
     j["draft_k"] = draft_k;
+    j["ssd_k"] = ssd_k;
+    j["fanout"] = fanout;
+    j["saguaro_c"] = saguaro_c;
     j["batch"] = batch;
     j["temp"] = temp;
     j["threads"] = threads;
@@ -100,10 +106,11 @@ bool method_available(const std::string& m, const BenchOptions& o, std::string* 
         return true;
     }
     if (m == "ssd") {
-        if (why)
-            *why = "method 'ssd' is not available in this build: there is no SSD (speculative speculative "
-                   "decoding) scheduler in src/sched yet (only ar, chain, tree, ngram)";
-        return false;
+        if (o.draft.empty()) {
+            if (why) *why = "method 'ssd' needs a draft model (-d DRAFT)";
+            return false;
+        }
+        return true;
     }
     if (why) *why = "unknown method '" + m + "' (known: ar, chain, tree, ngram, ssd)";
     return false;
@@ -115,7 +122,9 @@ struct Engines {
     std::unique_ptr<runtime::Engine> target, draft;
 };
 
-Engines load_engines(const BenchOptions& o, int threads, int n_seq, bool need_draft) {
+// need_ssd: the draft cache also gets a scratch slot per cached SSD branch
+// (KV pages never touched cost nothing).
+Engines load_engines(const BenchOptions& o, int threads, int n_seq, bool need_draft, bool need_ssd) {
     Engines e;
     runtime::EngineOptions eo;
     eo.model_path = o.target_path;
@@ -127,15 +136,33 @@ Engines load_engines(const BenchOptions& o, int threads, int n_seq, bool need_dr
         runtime::EngineOptions d = eo;
         d.model_path = o.draft_path;
         d.n_ctx = e.target->n_ctx();
-        d.n_threads = 1;  // the draft runs on the target's pool
+        d.n_threads = 1;  // chain/tree: the draft runs on the target's pool; ssd: on its worker's own
+        if (need_ssd) d.n_seq = n_seq * (1 + o.fanout_budget);
         e.draft = runtime::Engine::load(d);
     }
     return e;
 }
 
+sched::SsdConfig ssd_config(const RunConfig& c, const BenchOptions& o) {
+    sched::SsdConfig s;
+    s.k = c.ssd_k;
+    s.fanout = sched::parse_fanout(c.fanout);
+    s.fanout_budget = o.fanout_budget;
+    s.saguaro_c = (float)c.saguaro_c;
+    s.backup = sched::parse_backup(o.ssd_backup);
+    s.ngram_min = o.ngram_min;
+    s.ngram_max = o.ngram_max;
+    // Same cores as the other methods of the row: the draft side takes its
+    // share, the target the rest.
+    s.draft_threads = std::max(1, std::min(o.draft_threads, c.threads - 1));
+    s.target_threads = std::max(1, c.threads - s.draft_threads);
+    s.validate();
+    return s;
+}
+
 sched::SpecConfig spec_config(const RunConfig& c, const BenchOptions& o) {
     sched::SpecConfig s;
-    s.method = sched::parse_method(c.method);
+    s.method = sched::parse_method(c.method == "ssd" ? "chain" : c.method);
     s.draft_k = c.draft_k > 0 ? c.draft_k : s.draft_k;
     s.tree_budget = c.tree_budget > 0 ? c.tree_budget : s.tree_budget;
     s.tree_depth = c.tree_depth > 0 ? c.tree_depth : s.tree_depth;
@@ -143,6 +170,9 @@ sched::SpecConfig spec_config(const RunConfig& c, const BenchOptions& o) {
     s.ngram_min = o.ngram_min;
     s.ngram_max = o.ngram_max;
     s.mode = sched::parse_mode(o.mode);
+    s.vocab_subset_n = o.vocab_subset;
+    s.vocab_subset_path = o.vocab_subset_file;
+    s.vocab_corpus_path = o.vocab_corpus;
     return s;
 }
 
@@ -176,6 +206,17 @@ std::vector<RunConfig> group_configs(const BenchOptions& o, const std::vector<st
                         c.tree_topk = k;
                         out.push_back(c);
                     }
+        } else if (m == "ssd") {
+            for (int k : o.ssd_k)
+                for (const auto& f : o.fanout)
+                    for (double cc : o.saguaro_c) {
+                        RunConfig c = base;
+                        c.method = m;
+                        c.ssd_k = k;
+                        c.fanout = f;
+                        c.saguaro_c = cc;
+                        out.push_back(c);
+                    }
         } else {
             for (int k : o.draft_k) {
                 RunConfig c = base;
@@ -201,8 +242,9 @@ void run_sweep(BenchResult& r) {
             r.unavailable[m] = why;
         }
     }
-    const bool need_draft = std::find(methods.begin(), methods.end(), "chain") != methods.end() ||
-                            std::find(methods.begin(), methods.end(), "tree") != methods.end();
+    const auto uses = [&](const char* m) { return std::find(methods.begin(), methods.end(), m) != methods.end(); };
+    const bool need_ssd = uses("ssd");
+    const bool need_draft = uses("chain") || uses("tree") || need_ssd;
     const int max_batch = *std::max_element(o.batch.begin(), o.batch.end());
     const int n_conv = (int)r.conversations.size();
     r.prompt_tokens.assign(n_conv, {});
@@ -230,7 +272,7 @@ void run_sweep(BenchResult& r) {
     int batch_seq = 0;
 
     for (int threads_opt : o.threads) {
-        Engines eng = load_engines(o, threads_opt, max_batch, need_draft);
+        Engines eng = load_engines(o, threads_opt, max_batch, need_draft, need_ssd);
         const int threads = (int)eng.target->pool().size();
         if (r.eog_tokens.empty()) {
             for (int t = 0; t < eng.target->tokenizer().n_vocab(); ++t)
@@ -244,7 +286,10 @@ void run_sweep(BenchResult& r) {
                     const int ci = (int)r.configs.size();
                     r.configs.push_back(cfg);
                     const bool is_ar = cfg.method == "ar";
+                    const bool is_ssd = cfg.method == "ssd";
                     sched::SpecConfig sc = spec_config(cfg, o);
+                    const sched::SsdConfig ssd = is_ssd ? ssd_config(cfg, o) : sched::SsdConfig{};
+                    sched::SsdStats sst;
                     auto make_req = [&](int conv, int turn) {
                         runtime::GenerateRequest req;
                         const auto& c = r.conversations[conv];
@@ -270,7 +315,13 @@ void run_sweep(BenchResult& r) {
                                        sched::SpecStats& st) {
                         std::vector<runtime::GenerateResult> res;
                         st = sched::SpecStats{};
-                        if (reqs.size() == 1) {
+                        sst = sched::SsdStats{};
+                        if (is_ssd) {
+                            // No round trace in SSD (its stats carry hits and stalls instead).
+                            if (reqs.size() == 1) res.push_back(sched::generate_ssd(*eng.target, *eng.draft, reqs[0], ssd, &sst));
+                            else res = sched::generate_ssd_batch(*eng.target, *eng.draft, reqs, ssd, &sst);
+                            st = sst.spec;
+                        } else if (reqs.size() == 1) {
                             if (is_ar && trace.empty()) {
                                 res.push_back(runtime::generate_ar(*eng.target, reqs[0]));
                                 const auto& g = res.back();
@@ -340,7 +391,7 @@ void run_sweep(BenchResult& r) {
                             for (int rep = 0; rep < o.reps; ++rep) {
                                 const bool last = rep + 1 == o.reps;
                                 trace.clear();
-                                if (last && !o.trace_dir.empty() && !is_ar && reqs.size() == 1) {
+                                if (last && !o.trace_dir.empty() && !is_ar && !is_ssd && reqs.size() == 1) {
                                     fs::create_directories(o.trace_dir);
                                     trace = (fs::path(o.trace_dir) /
                                              safe_name(cfg.label() + "_" + r.conversations[items[b0]].id + "_t" +
@@ -379,6 +430,11 @@ void run_sweep(BenchResult& r) {
                                 tr.tree_s = st.tree_s;
                                 tr.verify_s = st.verify_s;
                                 tr.commit_s = st.commit_s;
+                                if (is_ssd) {
+                                    tr.has_ssd = true;
+                                    tr.ssd_hit_rate = sst.hit_rate();
+                                    tr.stall_s = sst.stall_s;
+                                }
                                 tr.finish_reason = res[k].finish_reason;
                                 tr.trace_file = trace;
                                 const auto key = std::make_tuple(threads, temp, batch, c, turn);

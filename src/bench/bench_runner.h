@@ -15,12 +15,15 @@ namespace specdec::bench {
 
 // One point of the sweep. Parameters that do not apply to the method are 0.
 struct RunConfig {
-    std::string method;     // ar, chain, tree, ngram; llamacpp-ar, llamacpp-pld (external)
+    std::string method;     // ar, chain, tree, ngram, ssd; llamacpp-ar, llamacpp-pld (external)
     int tree_budget = 0, tree_depth = 0, tree_topk = 0;
     int draft_k = 0;
+    int ssd_k = 0;          // ssd: speculation length K
+    std::string fanout;     // ssd: geometric or uniform
+    double saguaro_c = 0;   // ssd: Saguaro C (1 = off)
     int batch = 1;
     double temp = 0;
-    int threads = 0;        // resolved thread count
+    int threads = 0;        // resolved thread count (ssd: target + draft side together)
     bool external = false;  // measured by tools/bench_llamacpp.py
     std::string label() const;
     nlohmann::json to_json() const;

@@ -56,6 +56,10 @@ struct SsdConfig {
     // optionally pinned to CPUs (worker i on draft_pin_cpus[i % size]).
     int draft_threads = 1;
     std::vector<int> draft_pin_cpus;
+    // Target side: 0 runs it on the target engine's pool; > 0 on a pool of
+    // this many threads of its own (the bench splits one thread count between
+    // the two sides without reloading the target).
+    int target_threads = 0;
     // Stop building the speculation cache as soon as the target's outcome
     // arrives and answer from the branches built so far (shorter hits instead
     // of a stall). Off: the tree is always finished first (deterministic).
@@ -70,6 +74,7 @@ struct SsdConfig {
                       fanout_budget);
         SPECDEC_CHECK(saguaro_c >= 0.0f && saguaro_c <= 1.0f, "--saguaro-c must be in [0, 1], got ", saguaro_c);
         SPECDEC_CHECK(draft_threads >= 1, "draft threads must be >= 1");
+        SPECDEC_CHECK(target_threads >= 0, "target threads must be >= 0 (0: the engine's pool)");
         SPECDEC_CHECK(ngram_min >= 1 && ngram_max >= ngram_min, "bad n-gram range");
     }
 };

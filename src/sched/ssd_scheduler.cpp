@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "model/prefill.h"
 #include "spec/tree_invariants.h"
 #include "spec/tree_tensors.h"
@@ -182,6 +184,17 @@ namespace {
 DraftContext draft_context(runtime::Engine& draft) {
     return DraftContext{&draft.model(), &draft.cache(), draft.options().prefill_chunk};
 }
+
+// The target's context: the engine's pool, or one of cfg.target_threads
+// threads of its own (kept alive in `own` for the run).
+TargetContext target_context(runtime::Engine& target, const SsdConfig& cfg, std::unique_ptr<ThreadPool>& own) {
+    ThreadPool* pool = &target.pool();
+    if (cfg.target_threads > 0 && cfg.target_threads != target.pool().size()) {
+        own = std::make_unique<ThreadPool>(cfg.target_threads);
+        pool = own.get();
+    }
+    return TargetContext{&target.model(), &target.cache(), pool, target.options().prefill_chunk};
+}
 }  // namespace
 
 std::vector<runtime::GenerateResult> generate_ssd_batch(runtime::Engine& target, runtime::Engine& draft,
@@ -203,7 +216,8 @@ std::vector<runtime::GenerateResult> generate_ssd_batch(runtime::Engine& target,
         max_new.push_back(r.max_tokens);
         stops.emplace_back(target.tokenizer(), r);
     }
-    TargetContext tc{&target.model(), &target.cache(), &target.pool(), target.options().prefill_chunk};
+    std::unique_ptr<ThreadPool> own_pool;
+    const TargetContext tc = target_context(target, cfg, own_pool);
     SsdScheduler sch(tc, draft_context(draft), params, cfg);
     SsdStats stats;
     sch.run(prompts, max_new, [&](int i, int32_t tok) { return stops[i].push(tok); }, stats);
@@ -229,7 +243,8 @@ runtime::GenerateResult generate_ssd(runtime::Engine& target, runtime::Engine& d
     SPECDEC_CHECK(req.max_tokens >= 1, "max tokens must be >= 1, got ", req.max_tokens);
     const std::vector<int32_t> prompt = runtime::tokenize_request(target, req);
     SPECDEC_CHECK(!prompt.empty(), "the prompt is empty after tokenization");
-    TargetContext tc{&target.model(), &target.cache(), &target.pool(), target.options().prefill_chunk};
+    std::unique_ptr<ThreadPool> own_pool;
+    const TargetContext tc = target_context(target, cfg, own_pool);
     SsdScheduler sch(tc, draft_context(draft), req.sampling, cfg);
     runtime::StopChecker stop(target.tokenizer(), req);
     bool cancelled = false, stopped = false;

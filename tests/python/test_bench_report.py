@@ -39,6 +39,7 @@ def report(tmp_path_factory):
     cmd = [str(BIN), "bench", "-m", str(model), "-d", str(model),
            "--method", "ar,chain,tree,ngram,ssd", "--skip-unavailable",
            "--tree-budget", "8", "--tree-depth", "3", "--draft-k", "3",
+           "--ssd-k", "3", "--fanout", "geometric,uniform", "--saguaro-c", "1",
            "--prompts", str(prompts), "--chat", "-n", "8", "-t", "1",
            "--warmup", "0", "--reps", "1", "-c", "512",
            "--trace-dir", str(tmp / "traces"), "-o", str(out), "-q"]
@@ -53,11 +54,12 @@ def test_unavailable_method_fails_without_flag(tmp_path):
         pytest.skip(f"{BIN} is not built")
     prompts = tmp_path / "p.jsonl"
     prompts.write_text(json.dumps(PROMPTS[0]) + "\n")
+    # ssd without a draft model cannot run
     p = subprocess.run([str(BIN), "bench", "-m", str(model_path(DEFAULT_MODEL)), "--method", "ar,ssd",
                         "--prompts", str(prompts), "-n", "2", "-o", str(tmp_path / "o"), "-q"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode != 0
-    assert "ssd" in p.stderr and "not available" in p.stderr
+    assert "ssd" in p.stderr and "needs a draft model" in p.stderr
 
 
 def test_files_and_meta(report):
@@ -71,9 +73,13 @@ def test_files_and_meta(report):
     assert meta["options"]["n_predict"] == 8 and meta["options"]["chat"] is True
     assert meta["options"]["threads"] == [1] and "sampling" in meta["seeds"]
     assert set(data) >= {"configs", "records", "summary", "unavailable", "skipped"}
-    assert "ssd" in data["unavailable"] and "not available" in data["unavailable"]["ssd"]
+    assert data["unavailable"] == {}
     methods = {c["method"] for c in data["configs"]}
-    assert methods == {"ar", "chain", "tree", "ngram"}
+    assert methods == {"ar", "chain", "tree", "ngram", "ssd"}
+    ssd = [c for c in data["configs"] if c["method"] == "ssd"]
+    assert sorted(c["fanout"] for c in ssd) == ["geometric", "uniform"]
+    assert all(c["ssd_k"] == 3 and c["saguaro_c"] == 1 for c in ssd)
+    assert meta["options"]["fanout"] == ["geometric", "uniform"] and meta["options"]["ssd_k"] == [3]
     assert "| config |" in (d / "bench.md").read_text() and "| config |" in report["stdout"]
 
 
@@ -87,7 +93,17 @@ def test_records_cover_every_turn(report):
             assert r["prompt_tokens"] > 0 and 1 <= r["generated_tokens"] <= 8
             assert r["prefill_s"] > 0 and r["decode_s"] > 0
             assert r["decode_tok_s"] == pytest.approx(r["generated_tokens"] / r["decode_s"], rel=1e-9)
-            assert r["ssd_hit_rate"] is None and r["stall_s"] is None
+            if r["method"] == "ssd":
+                assert 0 <= r["ssd_hit_rate"] <= 1 and 0 <= r["stall_s"] <= r["decode_s"]
+            else:
+                assert r["ssd_hit_rate"] is None and r["stall_s"] is None
+    for s in data["summary"]:
+        recs = [r for r in data["records"] if r["config"] == s["config"]]
+        if s["method"] == "ssd":
+            assert s["ssd_hit_rate"] == pytest.approx(statistics.fmean(r["ssd_hit_rate"] for r in recs), rel=1e-9)
+            assert s["stall_s"] == pytest.approx(sum(r["stall_s"] for r in recs), rel=1e-9)
+        else:
+            assert s["ssd_hit_rate"] is None
     rows = list(csv.DictReader((report["dir"] / "bench.csv").open()))
     assert len(rows) == len(data["records"])
     assert {"speedup", "mean_accept_len", "draft_s", "verify_s"} <= set(rows[0])
@@ -135,9 +151,12 @@ def test_accept_length_consistent_with_rounds_and_trace(report):
             assert r["mean_accept_len"] == pytest.approx(r["emitted"] / r["rounds"], rel=1e-9)
         # the prefill yields the first token, the rounds the rest (a round may
         # overshoot the stop by the rest of its accepted path, plus an EOS)
-        max_path = 4 if r["method"] != "tree" else r["tree_depth"] + 1
+        max_path = {"tree": r["tree_depth"] + 1, "ssd": 4}.get(r["method"], 4)
         assert r["generated_tokens"] - 1 <= r["emitted"] <= r["generated_tokens"] - 1 + max_path + 1
         assert r["matches_ar"] is True, f"{r['label']} {r['conv_id']} turn {r['turn']}: greedy output differs from AR"
+        if r["method"] == "ssd":
+            assert r["trace_file"] is None  # SSD writes no round trace
+            continue
         # the round trace says the same
         trace = [json.loads(l) for l in Path(r["trace_file"]).read_text().splitlines()]
         rounds = [t for t in trace if t["type"] == "round"]

@@ -78,6 +78,51 @@ TEST(BenchReport, SpeedupIsPerTurnRatioToAr) {
     EXPECT_NE(md.find("| tree b=16 d=5 t=2 |"), std::string::npos);
 }
 
+TEST(BenchReport, SsdRecordsCarryHitRateAndStall) {
+    BenchResult r;
+    r.conversations = {{"c0", "humaneval", {"a"}}, {"c1", "humaneval", {"b"}}};
+    RunConfig ar;
+    ar.method = "ar";
+    ar.threads = 2;
+    RunConfig ssd = ar;
+    ssd.method = "ssd";
+    ssd.ssd_k = 4;
+    ssd.fanout = "uniform";
+    ssd.saguaro_c = 0.5;
+    r.configs = {ar, ssd};
+    int bid = 0;
+    auto rec = [&bid](int cfg, int conv, int gen, double dec, bool has_ssd, double hit, double stall) {
+        TurnRecord t;
+        t.config = cfg;
+        t.conv = conv;
+        t.batch_id = bid++;  // hit rate and stall are batch-level figures
+        t.n_generated = gen;
+        t.decode_s = dec;
+        t.rounds = 4;
+        t.emitted = 8;
+        t.has_ssd = has_ssd;
+        t.ssd_hit_rate = hit;
+        t.stall_s = stall;
+        return t;
+    };
+    r.records = {rec(0, 0, 10, 1.0, false, 0, 0), rec(0, 1, 10, 1.0, false, 0, 0), rec(1, 0, 10, 0.5, true, 0.25, 0.1),
+                 rec(1, 1, 10, 0.5, true, 0.75, 0.3)};
+    compute_speedups(r);
+    const auto s = summarize(r);
+    ASSERT_EQ(s.size(), 2u);
+    EXPECT_TRUE(s[0]["ssd_hit_rate"].is_null());
+    EXPECT_TRUE(s[0]["stall_s"].is_null());
+    EXPECT_DOUBLE_EQ(s[1]["ssd_hit_rate"].get<double>(), 0.5);
+    EXPECT_DOUBLE_EQ(s[1]["stall_s"].get<double>(), 0.4);
+    EXPECT_DOUBLE_EQ(s[1]["speedup_mean"].get<double>(), 2.0);
+    EXPECT_EQ(r.configs[1].label(), "ssd k=4 uniform C=0.5 t=2");
+    EXPECT_EQ(s[1]["fanout"].get<std::string>(), "uniform");
+    const std::string md = markdown(r);
+    // hit 0.50, stall 0.4 s of 1.0 s decode = 40.0 %
+    EXPECT_NE(md.find("| ssd k=4 uniform C=0.5 t=2 |"), std::string::npos);
+    EXPECT_NE(md.find("| 0.50 | 40.0 |"), std::string::npos);
+}
+
 TEST(BenchPrompts, LoadsJsonlWithLimitAndRejectsBadLines) {
     const std::string path = ::testing::TempDir() + "bench_prompts.jsonl";
     {
