@@ -45,6 +45,11 @@ DraftModelProposer::DraftModelProposer(model::Transformer& model, kv::KvCache& c
         const int bound = std::min(model.config().n_vocab, opts.target_n_vocab);
         for (int32_t t : opts.subset->ids())
             if (t < bound) allowed_.push_back(t);
+        if (opts.subset_lm_head && !allowed_.empty()) {
+            head_ = std::make_unique<model::LmHeadSubset>(model, allowed_);  // allowed_ ascending (d2t is)
+            col_of_.assign(opts.target_n_vocab, head_->size());
+            for (int j = 0; j < head_->size(); ++j) col_of_[allowed_[j]] = j;
+        }
     }
     known_.resize(cache.n_seq());
     wstart_.assign(cache.n_seq(), 0);
@@ -81,8 +86,32 @@ void DraftModelProposer::prefill(int seq, std::span<const int32_t> history) {
 
 void DraftModelProposer::forward() {
     const auto t0 = Clock::now();
-    model_.forward(batch_, cache_, pool_, result_);
+    if (!head_) {
+        model_.forward(batch_, cache_, pool_, result_);
+    } else {
+        // No full LM head: capture the last hidden state, apply the subset head
+        // to the rows that want logits.
+        want_rows_.clear();
+        for (int i = 0; i < batch_.size(); ++i)
+            if (batch_.want_logits[i]) want_rows_.push_back(i);
+        std::fill(batch_.want_logits.begin(), batch_.want_logits.end(), 0);
+        batch_.capture_layers.clear();
+        if (!want_rows_.empty()) batch_.capture_layers.push_back(head_->hidden_layer());
+        model_.forward(batch_, cache_, pool_, result_);
+        if (!want_rows_.empty()) head_->logits(result_.hidden[0].data(), want_rows_, pool_, result_.logits);
+        for (int i : want_rows_) batch_.want_logits[i] = 1;
+        batch_.capture_layers.clear();
+        result_.logit_rows = want_rows_;
+        result_.n_vocab = head_->size();
+    }
     forward_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::span<const int32_t> DraftModelProposer::to_columns(std::span<const int32_t> ids) {
+    cols_.resize(ids.size());
+    for (size_t i = 0; i < ids.size(); ++i)
+        cols_[i] = ids[i] >= 0 && ids[i] < (int32_t)col_of_.size() ? col_of_[ids[i]] : head_->size();
+    return cols_;
 }
 
 // Brings the draft cache to hold hist[0, H-1) and feeds the root, all
@@ -134,6 +163,18 @@ void DraftModelProposer::draft_dist(int batch_row, const Work& w, int node, std:
     SPECDEC_CHECK(it != result_.logit_rows.end() && *it == batch_row, "draft: no logits for row ", batch_row);
     const int nv = result_.n_vocab;
     const float* src = result_.row_logits((size_t)(it - result_.logit_rows.begin()));
+    // Greedy requests still rank tree candidates by a real distribution.
+    sample::SamplingParams qp = opts_.params;
+    if (qp.greedy()) qp.temperature = 1.0f;
+    if (head_) {
+        // Columns are the allowed ids: nothing to mask; q scattered back to ids.
+        const std::span<const int32_t> h =
+            to_columns(qp.repeat_penalty != 1.0f ? std::span<const int32_t>(node_history(w, node)) : w.hist);
+        sample::distribution(src, nv, h, qp, q_);
+        q.assign(opts_.target_n_vocab, 0.0f);
+        for (int j = 0; j < nv; ++j) q[allowed_[j]] = q_[j];
+        return;
+    }
     row_.assign(src, src + nv);
     // Drafts must be valid target ids (and inside the subset when one is set).
     const float ninf = -std::numeric_limits<float>::infinity();
@@ -141,9 +182,6 @@ void DraftModelProposer::draft_dist(int batch_row, const Work& w, int node, std:
     if (opts_.subset)
         for (int v = 0; v < std::min(nv, opts_.target_n_vocab); ++v)
             if (!opts_.subset->contains(v)) row_[v] = ninf;
-    // Greedy requests still rank tree candidates by a real distribution.
-    sample::SamplingParams qp = opts_.params;
-    if (qp.greedy()) qp.temperature = 1.0f;
     if (qp.repeat_penalty != 1.0f) {
         const std::vector<int32_t> h = node_history(w, node);
         sample::distribution(row_.data(), nv, h, qp, q_);
@@ -166,22 +204,29 @@ void DraftModelProposer::draft_top(int batch_row, const Work& w, int node, int k
     if (opts_.params.repeat_penalty != 1.0f) {
         row_.assign(x, x + nv);
         const std::vector<int32_t> h = node_history(w, node);
-        sample::apply_repetition_penalty(row_.data(), nv, h, opts_.params);
+        sample::apply_repetition_penalty(row_.data(), nv, head_ ? to_columns(h) : std::span<const int32_t>(h),
+                                         opts_.params);
         x = row_.data();
     }
     const int bound = std::min(nv, opts_.target_n_vocab);  // drafts are target ids
     int32_t ids[64];
     k = std::min(k, 64);
-    const int n = opts_.subset ? sample::top_k_select_ids(x, allowed_, k, ids) : sample::top_k_select(x, bound, k, ids);
+    // Subset head: every column is an allowed id, in ascending id order (so
+    // ties still go to the lower id).
+    const int n = head_             ? sample::top_k_select(x, nv, k, ids)
+                  : opts_.subset    ? sample::top_k_select_ids(x, allowed_, k, ids)
+                                    : sample::top_k_select(x, bound, k, ids);
     picks_.resize(n);
     if (n == 0) return;
     const float mx = x[ids[0]];
     const float inv_t = opts_.params.greedy() ? 1.0f : 1.0f / opts_.params.temperature;
     const double lse = !with_scores ? 0.0
+                       : head_        ? sample::log_sum_exp(x, nv, mx, inv_t)
                        : opts_.subset ? sample::log_sum_exp_ids(x, allowed_, mx, inv_t)
                                       : sample::log_sum_exp(x, bound, mx, inv_t);
     for (int j = 0; j < n; ++j)
-        picks_[j] = {ids[j], with_scores ? (float)((double)(x[ids[j]] - mx) * inv_t - lse) : 0.0f};
+        picks_[j] = {head_ ? allowed_[ids[j]] : ids[j],
+                     with_scores ? (float)((double)(x[ids[j]] - mx) * inv_t - lse) : 0.0f};
 }
 
 void DraftModelProposer::expand_top(Work& w, int node) {

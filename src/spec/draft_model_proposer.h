@@ -15,6 +15,12 @@
 // chain of the next frontier) is committed into the draft cache instead, so it
 // is never fed again; the next round rolls back past whatever was rejected.
 //
+// With a vocabulary subset the draft's logits are computed over the subset
+// only (model/lm_head_subset.h: the forward stops at the last layer's hidden
+// state, a compact head does the rest), so a result row has one column per
+// allowed id instead of the draft's whole vocabulary; the draft
+// distributions are the same (zero outside the subset either way).
+//
 // Deterministic drafts (greedy, or top-k under sampling without truncating
 // processors) never build q: the k best ids come from a partial selection over
 // the logits and their log q (ranking only) from one log-sum-exp pass.
@@ -29,6 +35,7 @@
 
 #include "kv/kv_cache.h"
 #include "model/forward_batch.h"
+#include "model/lm_head_subset.h"
 #include "model/transformer.h"
 #include "sample/sampler.h"
 #include "spec/proposer.h"
@@ -65,6 +72,9 @@ struct DraftModelOptions {
     int prefill_chunk = 256;    // rows per forward when catching up on a long history
     sample::SamplingParams params;  // the request's processors; q uses the same
     const VocabSubset* subset = nullptr;  // restrict drafts to a vocabulary subset
+    // With a subset: compute the draft's logits over the subset rows only
+    // (off: full logits, then masked; same drafts, for comparisons).
+    bool subset_lm_head = true;
 };
 
 class DraftModelProposer final : public Proposer {
@@ -75,6 +85,7 @@ public:
     void prefill(int seq, std::span<const int32_t> history) override;
     void propose(std::span<const ProposeInput> in, std::span<DraftTree> out, Rng& rng) override;
     double last_forward_s() const override { return forward_s_; }
+    bool uses_subset_head() const { return head_ != nullptr; }
 
 private:
     struct Cand {
@@ -111,6 +122,9 @@ private:
     void draft_top(int batch_row, const Work& w, int node, int k, bool with_scores);
     void expand_top(Work& w, int node);
     const float* row_logits(int batch_row) const;
+    // Subset head: result columns are head_->ids(); history ids mapped to
+    // columns (head size for ids outside), for the repetition penalty.
+    std::span<const int32_t> to_columns(std::span<const int32_t> ids);
     void commit_shared_chain(Work& w);
     void propose_chain(std::vector<Work>& work, Rng& rng);
     void propose_tree(std::vector<Work>& work, Rng& rng);
@@ -124,6 +138,10 @@ private:
     bool deterministic_;   // drafts are fixed choices (greedy or top-k) rather than samples
     bool fast_top_ = false;  // deterministic drafts ranked from the raw logits (no truncating processor)
     std::vector<int32_t> allowed_;  // subset ids usable as drafts (empty: all ids below the vocab bound)
+    std::unique_ptr<model::LmHeadSubset> head_;  // subset LM head (null: full logits)
+    std::vector<int32_t> col_of_;   // (target vocab) head column of an id; head size when outside
+    std::vector<int32_t> cols_;     // scratch for to_columns
+    std::vector<int> want_rows_;    // scratch: rows asking for logits in the current forward
     std::vector<Pick> picks_;
     std::vector<std::vector<int32_t>> known_;  // (n_seq) tokens committed in the draft cache
     std::vector<int> wstart_;                  // (n_seq) history index of the draft's position 0

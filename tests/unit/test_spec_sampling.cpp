@@ -87,7 +87,7 @@ std::pair<double, double> chi_square(const std::vector<int>& counts, const std::
     return {stat, crit};
 }
 
-enum class Kind { ChainSampled, TreeTopK, TreeSampled, DraftOnly, TreeTopKFast, ChainTopKAdaptive };
+enum class Kind { ChainSampled, TreeTopK, TreeSampled, DraftOnly, TreeTopKFast, ChainTopKAdaptive, TreeSampledSubset };
 
 std::vector<int> sample_counts(test::TinyModel& target, test::TinyModel& draft, ThreadPool& pool, Kind kind, int n) {
     std::vector<int> counts(kV * kV, 0);
@@ -98,7 +98,12 @@ std::vector<int> sample_counts(test::TinyModel& target, test::TinyModel& draft, 
     o.tree_topk = 3;
     o.tree_depth = 3;
     o.tree_budget = 8;
-    o.sampled = kind == Kind::ChainSampled || kind == Kind::TreeSampled;
+    o.sampled = kind == Kind::ChainSampled || kind == Kind::TreeSampled || kind == Kind::TreeSampledSubset;
+    // A draft vocabulary subset of 11 of the 16 tokens, through the subset LM
+    // head: the target's tokens outside it still come out at their rate.
+    const std::vector<std::vector<int32_t>> corpus{{0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14}};
+    const spec::VocabSubset subset = spec::VocabSubset::from_corpus(corpus, kV, 11);
+    if (kind == Kind::TreeSampledSubset) o.subset = &subset;
     o.target_n_vocab = kV;
     o.params = sampling();
     if (kind == Kind::TreeTopKFast || kind == Kind::ChainTopKAdaptive) {
@@ -162,6 +167,9 @@ TEST(SpecSampling, ChainWithSampledDraftsIsLossless) { expect_target_distributio
 TEST(SpecSampling, TreeWithTopKDraftsIsLossless) { expect_target_distribution(Kind::TreeTopK, "tree top-k"); }
 TEST(SpecSampling, TreeWithSampledDraftsIsLossless) { expect_target_distribution(Kind::TreeSampled, "tree sampled"); }
 
+TEST(SpecSampling, TreeWithSampledDraftsOverVocabSubsetIsLossless) {
+    expect_target_distribution(Kind::TreeSampledSubset, "tree sampled, vocab subset head");
+}
 TEST(SpecSampling, TreeWithTopKDraftsFastPathWidthOneIsLossless) {
     expect_target_distribution(Kind::TreeTopKFast, "tree top-k, fast path, width 1");
 }
