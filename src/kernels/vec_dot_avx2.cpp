@@ -429,6 +429,244 @@ void dot_float(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride
     }
 }
 
+// ---- AVX-512: two weight rows per 512-bit register --------------------------------
+//
+// ggml's lane structure is 8 int32 / float lanes per output (256 bits). On
+// AVX-512 one zmm holds two outputs side by side: weight row r in the low
+// half, row r+1 in the high half, and each activation chunk broadcast to both
+// halves (a plain load). Every integer lane and every float operation of an
+// output is the one its 256-bit kernel above does, in the same order, so the
+// result of a (row, token) is bit-identical whatever rows or tokens share
+// its tile. One 512-bit integer multiply does the work of two 256-bit ones
+// (this CPU issues both widths on two ports), and each decoded weight block
+// serves NT tokens.
+#if defined(SPECDEC_VEC_DOT_VNNI)
+
+// [lo | hi] from two 32-byte halves.
+inline __m512i join256(__m256i lo, __m256i hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+inline __m512i bcast256(const void* p) {
+    return _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+// 16 floats: fp16 h0 in lanes 0..7, h1 in lanes 8..15 (exact conversions).
+inline __m512 two_halves_f16(uint16_t h0, uint16_t h1) {
+    return _mm512_cvtph_ps(_mm256_set_m128i(_mm_set1_epi16((short)h1), _mm_set1_epi16((short)h0)));
+}
+// The two 8-lane outputs of a zmm, each reduced exactly as hsum does.
+inline float hsum_lo(__m512 v) { return hsum(_mm512_castps512_ps256(v)); }
+inline float hsum_hi(__m512 v) {
+    return hsum(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+
+// Q4_0 / Q5_0 / Q8_0 against Q8_0: as dot_q8_0_family (unsigned decoders).
+template <class Dec, int NT>
+void zmm_q8_0_family(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const uint8_t* a,
+                     size_t a_stride, float* out0, float* out1) {
+    static_assert(!Dec::kSigned, "VNNI decoders are unsigned");
+    const auto* x0 = reinterpret_cast<const typename Dec::Block*>(w0);
+    const auto* x1 = reinterpret_cast<const typename Dec::Block*>(w1);
+    ActRow ys[NT];
+    __m512 acc[NT];
+    for (int t = 0; t < NT; ++t) {
+        ys[t] = act_row<BlockQ8_0>(a + (size_t)t * a_stride, Dec::kType, n_in);
+        acc[t] = _mm512_setzero_ps();
+    }
+    for (int64_t b = 0; b < n_in / QK; ++b) {
+        const __m512i q = join256(Dec::decode(x0[b]), Dec::decode(x1[b]));
+        const __m512 dx = two_halves_f16(x0[b].d, x1[b].d);
+        for (int t = 0; t < NT; ++t) {
+            const __m512i yq = bcast256(ys[t].qs + b * (int64_t)sizeof(BlockQ8_0));
+            const __m512i e = bcast256(static_cast<const int32_t*>(ys[t].e) + 8 * b);
+            const __m512i p = _mm512_dpbusd_epi32(e, q, yq);
+            const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(ys[t].d[b]));
+            acc[t] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(p), acc[t]);
+        }
+    }
+    for (int t = 0; t < NT; ++t) {
+        out0[t] = hsum_lo(acc[t]);
+        out1[t] = hsum_hi(acc[t]);
+    }
+}
+
+// Q4_K against Q8_K: as dot_q45_K<false>.
+template <int NT>
+void zmm_q4_K(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const uint8_t* a,
+              size_t a_stride, float* out0, float* out1) {
+    const auto* x0 = reinterpret_cast<const BlockQ4_K*>(w0);
+    const auto* x1 = reinterpret_cast<const BlockQ4_K*>(w1);
+    const BlockQ8_K* ys[NT];
+    __m512 acc[NT];
+    __m256 acc_m[NT];  // 4 min lanes of row 0, then 4 of row 1
+    for (int t = 0; t < NT; ++t) {
+        ys[t] = reinterpret_cast<const BlockQ8_K*>(a + (size_t)t * a_stride);
+        acc[t] = _mm512_setzero_ps();
+        acc_m[t] = _mm256_setzero_ps();
+    }
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    for (int64_t b = 0; b < n_in / QK_K; ++b) {
+        const __m128i sm0 = k4_scales_mins(x0[b].scales);
+        const __m128i sm1 = k4_scales_mins(x1[b].scales);
+        const __m256i mins = _mm256_set_m128i(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm1, sm1)),
+                                              _mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm0, sm0)));
+        // 128-bit lanes: row 0's 8 scales twice, then row 1's twice
+        const __m512i sc = join256(_mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm0)),
+                                   _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm1)));
+        __m512i sumi[NT];
+        for (int t = 0; t < NT; ++t) sumi[t] = _mm512_setzero_si512();
+        for (int c = 0; c < 4; ++c) {
+            const __m512i q = join256(load256(x0[b].qs + 32 * c), load256(x1[b].qs + 32 * c));
+            const __m512i lo = _mm512_and_si512(q, low4);
+            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
+            const __m512i s_lo = _mm512_shuffle_epi8(sc, _mm512_broadcast_i64x4(word_bcast_mask(2 * c)));
+            const __m512i s_hi =
+                _mm512_shuffle_epi8(sc, _mm512_broadcast_i64x4(word_bcast_mask(2 * c + 1)));
+            for (int t = 0; t < NT; ++t) {
+                const int8_t* yq = ys[t][b].qs + 64 * c;
+                sumi[t] = _mm512_dpwssd_epi32(sumi[t], _mm512_maddubs_epi16(lo, bcast256(yq)), s_lo);
+                sumi[t] = _mm512_dpwssd_epi32(sumi[t], _mm512_maddubs_epi16(hi, bcast256(yq + 32)), s_hi);
+            }
+        }
+        const __m512 dx = two_halves_f16(x0[b].d, x1[b].d);
+        const __m256 dmx = _mm256_cvtph_ps(_mm_set_epi16((short)x1[b].dmin, (short)x1[b].dmin,
+                                                         (short)x1[b].dmin, (short)x1[b].dmin,
+                                                         (short)x0[b].dmin, (short)x0[b].dmin,
+                                                         (short)x0[b].dmin, (short)x0[b].dmin));
+        for (int t = 0; t < NT; ++t) {
+            const __m256i bs = load256(ys[t][b].bsums);
+            const __m128i bs8 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+            const __m256i pm = _mm256_madd_epi16(mins, _mm256_broadcastsi128_si256(bs8));
+            const float yd = ys[t][b].d;
+            acc_m[t] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(-yd), dmx), _mm256_cvtepi32_ps(pm),
+                                       acc_m[t]);
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(yd), dx), _mm512_cvtepi32_ps(sumi[t]),
+                                     acc[t]);
+        }
+    }
+    for (int t = 0; t < NT; ++t) {
+        out0[t] = hsum_lo(acc[t]) + hsum4(_mm256_castps256_ps128(acc_m[t]));
+        out1[t] = hsum_hi(acc[t]) + hsum4(_mm256_extractf128_ps(acc_m[t], 1));
+    }
+}
+
+// Q6_K against Q8_K: as dot_q6_K.
+template <int NT>
+void zmm_q6_K(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const uint8_t* a,
+              size_t a_stride, float* out0, float* out1) {
+    const auto* x0 = reinterpret_cast<const BlockQ6_K*>(w0);
+    const auto* x1 = reinterpret_cast<const BlockQ6_K*>(w1);
+    const BlockQ8_K* ys[NT];
+    __m512 acc[NT];
+    for (int t = 0; t < NT; ++t) {
+        ys[t] = reinterpret_cast<const BlockQ8_K*>(a + (size_t)t * a_stride);
+        acc[t] = _mm512_setzero_ps();
+    }
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    const __m512i low2 = _mm512_set1_epi8(0x03);
+    for (int64_t b = 0; b < n_in / QK_K; ++b) {
+        // 16 int16 scales of row 0, then 16 of row 1
+        const __m512i sc16 = join256(
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x0[b].scales))),
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x1[b].scales))));
+        __m512i sumi[NT];
+        for (int t = 0; t < NT; ++t) {
+            const __m512i off = _mm512_madd_epi16(bcast256(ys[t][b].bsums), sc16);
+            sumi[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(off, 5));
+        }
+        // per half: each 256-bit half's two 128-bit lanes hold its row's 8 scales of that half
+        const __m512i sc_half[2] = {_mm512_shuffle_i64x2(sc16, sc16, 0xA0),
+                                    _mm512_shuffle_i64x2(sc16, sc16, 0xF5)};
+        for (int half = 0; half < 2; ++half) {
+            const __m512i l0 = join256(load256(x0[b].ql + 64 * half), load256(x1[b].ql + 64 * half));
+            const __m512i l1 =
+                join256(load256(x0[b].ql + 64 * half + 32), load256(x1[b].ql + 64 * half + 32));
+            const __m512i h = join256(load256(x0[b].qh + 32 * half), load256(x1[b].qh + 32 * half));
+            __m512i q[4];
+            q[0] = _mm512_or_si512(_mm512_and_si512(l0, low4),
+                                   _mm512_slli_epi16(_mm512_and_si512(h, low2), 4));
+            q[1] = _mm512_or_si512(_mm512_and_si512(l1, low4),
+                                   _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 2), low2), 4));
+            q[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l0, 4), low4),
+                                   _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 4), low2), 4));
+            q[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l1, 4), low4),
+                                   _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 6), low2), 4));
+            for (int k = 0; k < 4; ++k) {
+                const __m512i s = _mm512_shuffle_epi8(
+                    sc_half[half],
+                    _mm512_broadcast_i64x4(_mm256_setr_epi64x(q6_mask(2 * k), q6_mask(2 * k),
+                                                              q6_mask(2 * k + 1), q6_mask(2 * k + 1))));
+                for (int t = 0; t < NT; ++t) {
+                    const __m512i p =
+                        _mm512_maddubs_epi16(q[k], bcast256(ys[t][b].qs + 128 * half + 32 * k));
+                    sumi[t] = _mm512_dpwssd_epi32(sumi[t], p, s);
+                }
+            }
+        }
+        const __m512 dx = two_halves_f16(x0[b].d, x1[b].d);
+        for (int t = 0; t < NT; ++t) {
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, _mm512_set1_ps(ys[t][b].d)),
+                                     _mm512_cvtepi32_ps(sumi[t]), acc[t]);
+        }
+    }
+    for (int t = 0; t < NT; ++t) {
+        out0[t] = hsum_lo(acc[t]);
+        out1[t] = hsum_hi(acc[t]);
+    }
+}
+
+// Tokens per 2-row micro-kernel call (bounded by the 32 zmm registers: each
+// token keeps a float and an integer accumulator live).
+constexpr int kGroup2 = 8;
+
+template <template <int> class K2>
+void run_group2(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const uint8_t* at,
+                size_t a_stride, int64_t n, float* out0, float* out1) {
+    switch (n) {
+        case 8: K2<8>::run(n_in, w0, w1, at, a_stride, out0, out1); break;
+        case 7: K2<7>::run(n_in, w0, w1, at, a_stride, out0, out1); break;
+        case 6: K2<6>::run(n_in, w0, w1, at, a_stride, out0, out1); break;
+        case 5: K2<5>::run(n_in, w0, w1, at, a_stride, out0, out1); break;
+        case 4: K2<4>::run(n_in, w0, w1, at, a_stride, out0, out1); break;
+        case 3: K2<3>::run(n_in, w0, w1, at, a_stride, out0, out1); break;
+        case 2: K2<2>::run(n_in, w0, w1, at, a_stride, out0, out1); break;
+        default: K2<1>::run(n_in, w0, w1, at, a_stride, out0, out1); break;
+    }
+}
+
+// As tile() below, over pairs of weight rows; an odd last row is paired with
+// itself (its second result is dropped).
+template <template <int> class K2>
+void tile2(int64_t n_in, const uint8_t* w, size_t w_stride, int64_t nr, const uint8_t* a,
+           size_t a_stride, int64_t nt, float* y, int64_t ldy) {
+    constexpr size_t kBlockBytes = 24 << 10;
+    const int64_t rb = nt <= kGroup2 ? nr
+                                     : std::max<int64_t>(2, (int64_t)(kBlockBytes / w_stride) & ~(int64_t)1);
+    for (int64_t r0 = 0; r0 < nr; r0 += rb) {
+        const int64_t r1 = std::min(nr, r0 + rb);
+        for (int64_t t = 0; t < nt; t += kGroup2) {
+            const int64_t g = std::min<int64_t>(kGroup2, nt - t);
+            const uint8_t* at = a + (size_t)t * a_stride;
+            for (int64_t r = r0; r < r1; r += 2) {
+                const bool pair = r + 1 < r1;
+                const uint8_t* w0 = w + (size_t)r * w_stride;
+                float out0[kGroup2], out1[kGroup2];
+                run_group2<K2>(n_in, w0, pair ? w0 + w_stride : w0, at, a_stride, g, out0, out1);
+                for (int64_t i = 0; i < g; ++i) y[(t + i) * ldy + r] = out0[i];
+                if (pair)
+                    for (int64_t i = 0; i < g; ++i) y[(t + i) * ldy + r + 1] = out1[i];
+            }
+        }
+    }
+}
+
+template <int NT> struct Z2Q4_0 { static constexpr auto run = zmm_q8_0_family<DecQ4_0, NT>; };
+template <int NT> struct Z2Q5_0 { static constexpr auto run = zmm_q8_0_family<DecQ5_0, NT>; };
+template <int NT> struct Z2Q8_0 { static constexpr auto run = zmm_q8_0_family<DecQ8_0, NT>; };
+template <int NT> struct Z2Q4_K { static constexpr auto run = zmm_q4_K<NT>; };
+template <int NT> struct Z2Q6_K { static constexpr auto run = zmm_q6_K<NT>; };
+
+#endif  // SPECDEC_VEC_DOT_VNNI
+
 // ---- tiles -----------------------------------------------------------------------
 
 template <int NT>
@@ -509,6 +747,13 @@ KernelTable make_table() {
     set(TensorType::F32, tile<KF32>);
     set(TensorType::F16, tile<KF16>);
     set(TensorType::BF16, tile<KBF16>);
+#if defined(SPECDEC_VEC_DOT_VNNI)
+    set(TensorType::Q4_0, tile2<Z2Q4_0>);
+    set(TensorType::Q5_0, tile2<Z2Q5_0>);
+    set(TensorType::Q8_0, tile2<Z2Q8_0>);
+    set(TensorType::Q4_K, tile2<Z2Q4_K>);
+    set(TensorType::Q6_K, tile2<Z2Q6_K>);
+#endif
     return k;
 }
 
