@@ -214,6 +214,17 @@ def test_specdec_extension(server):
         c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], max_tokens=4,
                                   extra_body={"specdec": {"method": "chain", "draft_k": 4}})
     assert "method chain not available" in e.value.body["message"]
+    # A method that needs a draft, on a server without one: 400 saying so.
+    for method in ["chain", "tree"]:
+        st, err = error_of(server.request("POST", "/v1/completions", json.dumps(
+            {"model": MODEL, "prompt": "Hi", "max_tokens": 2, "specdec": {"method": method}})))
+        assert st == 400 and err["param"] == "specdec.method" and err["code"] == "draft_model_required"
+        assert "needs a draft model" in err["message"]
+    # Methods without a draft model work here.
+    ref = c.completions.create(model=MODEL, prompt="One, two, three,", max_tokens=12, temperature=0)
+    r = c.completions.create(model=MODEL, prompt="One, two, three,", max_tokens=12, temperature=0,
+                             extra_body={"specdec": {"method": "ngram", "draft_k": 3}})
+    assert r.choices[0].text == ref.choices[0].text
 
 
 # --- load: N concurrent streaming clients ------------------------------------------
@@ -410,3 +421,178 @@ def test_non_streaming_client_that_gives_up_is_cancelled(server):
     m = server.metrics()
     assert "specdec_active_sequences 0" in m
     assert 'endpoint="/v1/completions",status="499"' in m or m.count('status="499"') > before
+
+
+# --- speculative decoding in the server -------------------------------------------
+# A second server with a draft model: SmolLM2 drafting for itself (-d with the
+# same file), so chain and tree accept long paths; any draft is lossless, so
+# every greedy output must equal `specdec generate --method ar`.
+
+SPEC_METHODS = ["chain", "tree", "ngram"]
+
+
+@pytest.fixture(scope="module")
+def spec_server():
+    s = Server("--max-batch", "6", "--max-queue", "16", "-d", str(model_path(DEFAULT_MODEL)), "--method", "chain",
+               "--draft-k", "4", "--tree-topk", "2", "--tree-depth", "4", "--tree-budget", "8")
+    try:
+        yield s
+    finally:
+        s.stop()
+    assert s.proc.returncode is not None
+
+
+_refs: dict = {}
+
+
+def ar_ref(prompt: str, n: int, chat: bool) -> dict:
+    """`specdec generate` (AR) output, computed once per (prompt, n, chat)."""
+    key = (prompt, n, chat)
+    if key not in _refs:
+        _refs[key] = generate_ref(prompt, n, chat)
+    return _refs[key]
+
+
+def spec_body(method: str | None, draft_k: int | None = None) -> dict:
+    if method is None:
+        return {}
+    ext = {"method": method}
+    if draft_k:
+        ext["draft_k"] = draft_k
+    return {"extra_body": {"specdec": ext}}
+
+
+@pytest.mark.parametrize("method", [None, *SPEC_METHODS])  # None: the server's default (chain)
+def test_spec_methods_match_generate_ar(spec_server, method):
+    c = spec_server.client()
+    kw = spec_body(method)
+    prompt = "What is the capital of France?"
+    ref = ar_ref(prompt, 24, chat=True)
+    r = c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": prompt}], max_tokens=24,
+                                  temperature=0, **kw)
+    assert r.choices[0].message.content == ref["text"]
+    assert r.choices[0].finish_reason == ref["finish_reason"]
+    assert r.usage.completion_tokens == ref["n_generated"]
+    text, finish, usage = stream_chat(c, prompt, 24, **kw)
+    assert text == ref["text"] and finish == ref["finish_reason"]
+    assert usage.completion_tokens == ref["n_generated"]
+
+    prompt = "The quick brown fox"
+    ref = ar_ref(prompt, 20, chat=False)
+    r = c.completions.create(model=MODEL, prompt=prompt, max_tokens=20, temperature=0, **kw)
+    assert r.choices[0].text == ref["text"]
+    assert r.usage.completion_tokens == ref["n_generated"]
+    pieces = [ch.choices[0].text for ch in c.completions.create(
+        model=MODEL, prompt=prompt, max_tokens=20, temperature=0, stream=True, **kw) if ch.choices]
+    assert "".join(pieces) == ref["text"]
+
+
+def test_spec_per_request_override_and_metrics(spec_server):
+    c = spec_server.client()
+    prompt = "Count: 1, 2, 3,"
+    ref = ar_ref(prompt, 30, chat=False)
+    for method, k in [("ar", None), ("chain", 2), ("chain", 7), ("ngram", 3), ("tree", None)]:
+        r = c.completions.create(model=MODEL, prompt=prompt, max_tokens=30, temperature=0, **spec_body(method, k))
+        assert r.choices[0].text == ref["text"], (method, k)
+    # Stop strings cut speculative output exactly where AR's is cut.
+    cut = ref["text"][: max(1, len(ref["text"]) // 2)][-2:]
+    r = c.completions.create(model=MODEL, prompt=prompt, max_tokens=30, temperature=0, stop=[cut])
+    assert r.choices[0].finish_reason == "stop" and cut not in r.choices[0].text
+    assert ref["text"].startswith(r.choices[0].text)
+    # Seeded sampling reproduces under speculation too.
+    a, b = [c.completions.create(model=MODEL, prompt="Once upon a time", max_tokens=16, temperature=0.9, seed=7,
+                                 **spec_body(m)).choices[0].text for m in ("chain", "chain")]
+    assert a == b
+    # Unknown methods and bad options are refused.
+    with pytest.raises(openai.BadRequestError):
+        c.completions.create(model=MODEL, prompt="x", max_tokens=2, **spec_body("medusa"))
+    with pytest.raises(openai.BadRequestError):
+        c.completions.create(model=MODEL, prompt="x", max_tokens=2, **spec_body("chain", 65))
+    m = spec_server.metrics()
+    for method in ["ar", "chain", "ngram", "tree"]:
+        assert f'specdec_method_tokens_total{{method="{method}"}}' in m
+    tau = {line.split("\"")[1]: float(line.split()[-1]) for line in m.splitlines()
+           if line.startswith("specdec_method_mean_accept_length{")}
+    assert tau["ar"] == 1.0
+    assert tau["chain"] > 1.5  # the draft is the target itself
+    assert "specdec_draft_seconds_total" in m and "specdec_verify_seconds_total" in m
+
+
+def test_spec_mixed_concurrent_clients(spec_server):
+    """Concurrent streaming clients, each with its own method, all get AR's greedy output."""
+    n_tok = 24
+    refs = [ar_ref(p, n_tok, chat=True)["text"] for p in PROMPTS[:6]]
+    plan = [("ar", None), ("chain", None), ("ngram", None), ("tree", None), ("chain", 2), ("ngram", 5)]
+
+    def one(i: int):
+        method, k = plan[i]
+        return stream_chat(spec_server.client(), PROMPTS[i], n_tok, **spec_body(method, k))[0]
+
+    with ThreadPoolExecutor(len(plan)) as ex:
+        outs = list(ex.map(one, range(len(plan)), timeout=TIMEOUT * 2))
+    for i, (out, ref) in enumerate(zip(outs, refs)):
+        assert out == ref, f"client {i} ({plan[i]}) differs from AR"
+
+
+def test_spec_disconnect_mid_stream_does_not_disturb_others(spec_server):
+    refs = [ar_ref(p, 24, chat=True)["text"] for p in PROMPTS[:3]]
+
+    def quitter():
+        body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "Tell me a long story."}],
+                           "max_tokens": 400, "temperature": 0, "stream": True, "specdec": {"method": "chain"}})
+        s = socket.create_connection(("127.0.0.1", spec_server.port), timeout=30)
+        s.sendall((f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+                   f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}").encode())
+        got = b""
+        while got.count(b"data: ") < 4:
+            chunk = s.recv(4096)
+            assert chunk
+            got += chunk
+        s.close()
+        return got
+
+    with ThreadPoolExecutor(4) as ex:
+        q = ex.submit(quitter)
+        futs = [ex.submit(stream_chat, spec_server.client(), p, 24, **spec_body(m))
+                for p, m in zip(PROMPTS[:3], ["chain", "tree", "ngram"])]
+        assert b"200 OK" in q.result(timeout=TIMEOUT)
+        for f, ref in zip(futs, refs):
+            assert f.result(timeout=TIMEOUT)[0] == ref
+    deadline = time.time() + 20
+    while time.time() < deadline and "specdec_active_sequences 0" not in spec_server.metrics():
+        time.sleep(0.2)
+    m = spec_server.metrics()
+    assert "specdec_active_sequences 0" in m
+    assert 'status="499"' in m
+    # The freed slot (target and draft sequences) serves a new request correctly.
+    assert stream_chat(spec_server.client(), PROMPTS[0], 24, **spec_body("chain"))[0] == refs[0]
+
+
+def test_spec_load_by_method(spec_server):
+    """N concurrent greedy streaming clients per method, one method at a time: all
+    outputs equal AR's; prints tok/s and p50/p99 latency per method."""
+    n_tok, n = 32, 4
+    refs = [ar_ref(p, n_tok, chat=True)["text"] for p in PROMPTS[:n]]
+    for method in ["ar", "chain", "ngram"]:
+        def one(i: int):
+            t = time.perf_counter()
+            text, _, usage = stream_chat(spec_server.client(), PROMPTS[i], n_tok, **spec_body(method))
+            return text, usage.completion_tokens, time.perf_counter() - t
+
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(n) as ex:
+            res = list(ex.map(one, range(n), timeout=TIMEOUT * 2))
+        wall = time.perf_counter() - t0
+        for (text, _, _), ref in zip(res, refs):
+            assert text == ref, method
+        lat = sorted(r[2] for r in res)
+        p99 = lat[min(len(lat) - 1, int(round(0.99 * (len(lat) - 1))))]
+        print(f"\n[spec load] method={method} N={n} clients x {n_tok} tokens: "
+              f"{sum(r[1] for r in res) / wall:.1f} tok/s, p50 {statistics.median(lat):.2f} s, p99 {p99:.2f} s")
+
+
+def test_spec_serve_refuses_draft_method_without_draft():
+    out = subprocess.run([str(BIN), "serve", "-m", str(model_path(DEFAULT_MODEL)), "--method", "chain", "--port", "0"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0
+    assert "needs a draft model" in out.stderr
