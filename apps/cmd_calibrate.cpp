@@ -50,13 +50,14 @@ int cmd_calibrate(int argc, char** argv) {
     CLI::App app{"Measure layer-skipping self-speculation for each draft depth and save the fastest",
                  "specdec calibrate"};
     bench::CalibrationOptions o;
+    o.spec.draft_k = 3;  // early-exit drafts are rarely accepted far ahead: short chains waste less
     std::string model, method = "chain", layers, out;
     std::vector<std::string> layer_sets;
     app.add_option("-m,--model", model, "GGUF file or model name from models/manifest.json");
     app.add_option("--method", method, "self-speculation method to time: chain or tree")
         ->check(CLI::IsMember({"chain", "tree"}));
-    app.add_option("--layers", layers, "candidate depths L, comma-separated (default: 1/4, 1/2, 3/4 of the layers "
-                                       "as prefixes and as first layers + the last two)");
+    app.add_option("--layers", layers, "candidate depths L, comma-separated (default: 1/2, 3/4, all but 3, all but 1 of "
+                                       "the layers, and 3/4 as first layers + the last two)");
     app.add_option("--layer-set", layer_sets, "a candidate list of kept layers, e.g. 0-9,28,29 (repeatable)");
     app.add_option("--prompts", o.n_prompts, "built-in prompts used (code and chat alternate; max 6)")
         ->check(CLI::Range(1, 1000));

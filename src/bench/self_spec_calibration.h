@@ -56,9 +56,10 @@ struct CalibrationResult {
     nlohmann::json to_json() const;
 };
 
-// Candidate layer sets for a model of n_layer layers: prefixes of 1/4, 1/2
-// and 3/4 of the depth, and the same counts as "skip the middle" sets that
-// keep the last layers (which the LM head was trained to read).
+// Candidate layer sets for a model of n_layer layers: prefixes of 1/2 and 3/4
+// of the depth, all but 3 and all but the last layer, and 3/4 of the depth as
+// "skip the middle" (the first layers plus the last two, which the LM head was
+// trained to read).
 std::vector<std::vector<int>> default_candidates(int n_layer);
 
 // Runs the sweep; progress lines go to `log` (may be empty).

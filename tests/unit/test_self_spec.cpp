@@ -106,7 +106,8 @@ TEST(SelfSpecCalibration, DefaultCandidatesArePrefixesAndMiddleSkips) {
         EXPECT_NO_THROW(model::validate_layer_list(v, 30, "m"));
         EXPECT_LT((int)v.size(), 30);
     }
-    EXPECT_EQ(c[0], model::first_layers(7));
+    EXPECT_EQ(c[0], model::first_layers(15));
+    EXPECT_EQ(c[3], model::first_layers(29));
     bool middle_skip = false;
     for (const auto& v : c) middle_skip = middle_skip || v.back() == 29;
     EXPECT_TRUE(middle_skip);
