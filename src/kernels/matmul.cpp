@@ -73,11 +73,11 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n_tok, float* y, Thre
         uint8_t* dst = buf.get(a_stride * (size_t)n_tok);
         auto quant = [&](int64_t b, int64_t e, int) {
             for (int64_t t = b; t < e; ++t) {
-                quantize_act_row(w.type, x + t * w.n_in, dst + (size_t)t * a_stride, w.n_in);
+                quantize_act_row_fast(w.type, x + t * w.n_in, dst + (size_t)t * a_stride, w.n_in);
                 add_act_row_extras(w.type, dst + (size_t)t * a_stride, w.n_in);
             }
         };
-        // Many rows: spread the (scalar) quantization too; each row still once.
+        // Many rows: spread the quantization too; each row still once.
         if (n_tok >= 4 && pool.size() > 1) pool.parallel_for(n_tok, 1, quant);
         else quant(0, n_tok, 0);
         act = dst;

@@ -5,7 +5,9 @@
 #include <cstring>
 
 #include "core/fp16.h"
+#include "kernels/dispatch.h"
 #include "kernels/quant_blocks.h"
+#include "kernels/quantize_act_simd.h"
 
 namespace specdec::kernels {
 
@@ -142,9 +144,26 @@ void quantize_act_row(TensorType w, const float* x, void* dst, int64_t n) {
 
 namespace {
 
+uint16_t to_fp16(float f) { return fp32_to_fp16(f); }
+
+}  // namespace
+
+void quantize_act_row_fast(TensorType w, const float* x, void* dst, int64_t n) {
+    if (active_isa() == Isa::Avx512) {
+        switch (dot_type_for(w)) {
+            case TensorType::Q8_K: quantize_row_q8_K_avx512(x, dst, n); return;
+            case TensorType::Q8_0: quantize_row_q8_0_avx512(x, dst, n, to_fp16); return;
+            default: break;
+        }
+    }
+    quantize_act_row(w, x, dst, n);
+}
+
+namespace {
+
 bool has_extras(TensorType w) {
     const TensorType d = dot_type_for(w);
-    return d == TensorType::Q8_0 || d == TensorType::Q8_1;
+    return d == TensorType::Q8_0 || d == TensorType::Q8_1 || d == TensorType::Q8_K;
 }
 
 }  // namespace
@@ -162,7 +181,14 @@ ActExtrasLayout act_extras_layout(TensorType w, int64_t n) {
     const size_t nb = (size_t)(n / QK);
     l.d_offset = align32(l.end);
     l.e_offset = align32(l.d_offset + nb * sizeof(float));
-    const bool q8_1 = dot_type_for(w) == TensorType::Q8_1;
+    const TensorType dt = dot_type_for(w);
+    if (dt == TensorType::Q8_K) {  // per 256-block: -d (float), then 16 int16
+        const size_t nbk = (size_t)(n / QK_K);
+        l.e_offset = align32(l.d_offset + nbk * sizeof(float));
+        l.end = l.e_offset + nbk * 16 * sizeof(int16_t);
+        return l;
+    }
+    const bool q8_1 = dt == TensorType::Q8_1;
     l.end = l.e_offset + nb * (q8_1 ? sizeof(float) : 8 * sizeof(int32_t));
     return l;
 }
@@ -175,6 +201,20 @@ void add_act_row_extras(TensorType w, void* row, int64_t n) {
     const ActExtrasLayout l = act_extras_layout(w, n);
     auto* base = static_cast<uint8_t*>(row);
     auto* d = reinterpret_cast<float*>(base + l.d_offset);  // (nb)
+    if (dot_type_for(w) == TensorType::Q8_K) {
+        const auto* y = static_cast<const BlockQ8_K*>(row);
+        auto* e = reinterpret_cast<int16_t*>(base + l.e_offset);  // (n/256, 16)
+        for (int64_t b = 0; b < n / QK_K; ++b) {
+            d[b] = -y[b].d;
+            for (int j = 0; j < 8; ++j) {
+                // int16 like ggml's _mm_hadd_epi16 (no overflow: |sum| <= 32 * 127)
+                const auto s = (int16_t)(y[b].bsums[2 * j] + y[b].bsums[2 * j + 1]);
+                e[16 * b + j] = s;
+                e[16 * b + 8 + j] = s;
+            }
+        }
+        return;
+    }
     if (dot_type_for(w) == TensorType::Q8_1) {
         const auto* y = static_cast<const BlockQ8_1*>(row);
         auto* s = reinterpret_cast<float*>(base + l.e_offset);  // (nb)

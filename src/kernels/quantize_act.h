@@ -33,6 +33,9 @@ size_t act_row_bytes(TensorType w, int64_t n);
 
 // Converts one activation row x (n) for weight type w into dst (act_row_bytes).
 void quantize_act_row(TensorType w, const float* x, void* dst, int64_t n);
+// The same bytes, with the SIMD quantizers when the active ISA level
+// (dispatch.h) has them: what matmul uses. quantize_act_row stays scalar.
+void quantize_act_row_fast(TensorType w, const float* x, void* dst, int64_t n);
 
 // SIMD kernels of the 32-element types also read per-block values that would
 // otherwise be recomputed for every weight row. They follow the blocks in the
@@ -45,6 +48,9 @@ void quantize_act_row(TensorType w, const float* x, void* dst, int64_t n);
 //            lane, so each lane holds exactly ggml's integer (whose float
 //            rounding then matches, see vec_dot_scalar.cpp)
 //   Q4_1/Q5_1:      float e[n/32]     the fp16 s as float
+//   K-quants (Q8_K): float d[n/256]   -d of each block (the min terms' factor)
+//            int16 e[n/256][16]  the 8 pair sums bsums[2j] + bsums[2j+1]
+//            (the K4 min lanes' operand), twice: one copy per 128-bit lane
 // act_row_bytes_ext covers blocks and extras; for other types it equals act_row_bytes.
 struct ActExtrasLayout {
     size_t d_offset = 0;  // bytes from the row start to d

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <type_traits>
 
@@ -462,24 +463,29 @@ inline float hsum_hi(__m512 v) {
 // Q4_0 / Q5_0 / Q8_0 against Q8_0: as dot_q8_0_family (unsigned decoders).
 template <class Dec, int NT>
 void zmm_q8_0_family(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const uint8_t* a,
-                     size_t a_stride, float* out0, float* out1) {
+                     size_t a_stride, const ActExtrasLayout& l, float* out0, float* out1) {
     static_assert(!Dec::kSigned, "VNNI decoders are unsigned");
     const auto* x0 = reinterpret_cast<const typename Dec::Block*>(w0);
     const auto* x1 = reinterpret_cast<const typename Dec::Block*>(w1);
-    ActRow ys[NT];
+    // One base pointer per token and shared block offsets: 8 tokens x 3
+    // arrays of pointers would not fit the 16 general registers.
+    const uint8_t* row[NT];
     __m512 acc[NT];
     for (int t = 0; t < NT; ++t) {
-        ys[t] = act_row<BlockQ8_0>(a + (size_t)t * a_stride, Dec::kType, n_in);
+        row[t] = a + (size_t)t * a_stride;
         acc[t] = _mm512_setzero_ps();
     }
     for (int64_t b = 0; b < n_in / QK; ++b) {
         const __m512i q = join256(Dec::decode(x0[b]), Dec::decode(x1[b]));
         const __m512 dx = two_halves_f16(x0[b].d, x1[b].d);
+        const size_t q_off = (size_t)b * sizeof(BlockQ8_0) + offsetof(BlockQ8_0, qs);
+        const size_t d_off = l.d_offset + (size_t)b * sizeof(float);
+        const size_t e_off = l.e_offset + (size_t)b * 8 * sizeof(int32_t);
         for (int t = 0; t < NT; ++t) {
-            const __m512i yq = bcast256(ys[t].qs + b * (int64_t)sizeof(BlockQ8_0));
-            const __m512i e = bcast256(static_cast<const int32_t*>(ys[t].e) + 8 * b);
-            const __m512i p = _mm512_dpbusd_epi32(e, q, yq);
-            const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(ys[t].d[b]));
+            const __m512i p = _mm512_dpbusd_epi32(bcast256(row[t] + e_off), q, bcast256(row[t] + q_off));
+            float yd;
+            std::memcpy(&yd, row[t] + d_off, sizeof(float));
+            const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(yd));
             acc[t] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(p), acc[t]);
         }
     }
@@ -492,14 +498,15 @@ void zmm_q8_0_family(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const u
 // Q4_K against Q8_K: as dot_q45_K<false>.
 template <int NT>
 void zmm_q4_K(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const uint8_t* a,
-              size_t a_stride, float* out0, float* out1) {
+              size_t a_stride, const ActExtrasLayout& l, float* out0, float* out1) {
     const auto* x0 = reinterpret_cast<const BlockQ4_K*>(w0);
     const auto* x1 = reinterpret_cast<const BlockQ4_K*>(w1);
-    const BlockQ8_K* ys[NT];
+    // Per token one base pointer; the extras (-d, pair sums) at shared offsets.
+    const uint8_t* row[NT];
     __m512 acc[NT];
     __m256 acc_m[NT];  // 4 min lanes of row 0, then 4 of row 1
     for (int t = 0; t < NT; ++t) {
-        ys[t] = reinterpret_cast<const BlockQ8_K*>(a + (size_t)t * a_stride);
+        row[t] = a + (size_t)t * a_stride;
         acc[t] = _mm512_setzero_ps();
         acc_m[t] = _mm256_setzero_ps();
     }
@@ -521,8 +528,9 @@ void zmm_q4_K(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const uint8_t*
             const __m512i s_lo = _mm512_shuffle_epi8(sc, _mm512_broadcast_i64x4(word_bcast_mask(2 * c)));
             const __m512i s_hi =
                 _mm512_shuffle_epi8(sc, _mm512_broadcast_i64x4(word_bcast_mask(2 * c + 1)));
+            const size_t q_off = (size_t)b * sizeof(BlockQ8_K) + offsetof(BlockQ8_K, qs) + 64 * c;
             for (int t = 0; t < NT; ++t) {
-                const int8_t* yq = ys[t][b].qs + 64 * c;
+                const uint8_t* yq = row[t] + q_off;
                 sumi[t] = _mm512_dpwssd_epi32(sumi[t], _mm512_maddubs_epi16(lo, bcast256(yq)), s_lo);
                 sumi[t] = _mm512_dpwssd_epi32(sumi[t], _mm512_maddubs_epi16(hi, bcast256(yq + 32)), s_hi);
             }
@@ -532,12 +540,15 @@ void zmm_q4_K(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const uint8_t*
                                                          (short)x1[b].dmin, (short)x1[b].dmin,
                                                          (short)x0[b].dmin, (short)x0[b].dmin,
                                                          (short)x0[b].dmin, (short)x0[b].dmin));
+        const size_t d_off = (size_t)b * sizeof(BlockQ8_K) + offsetof(BlockQ8_K, d);
+        const size_t nd_off = l.d_offset + (size_t)b * sizeof(float);
+        const size_t e_off = l.e_offset + (size_t)b * 16 * sizeof(int16_t);
         for (int t = 0; t < NT; ++t) {
-            const __m256i bs = load256(ys[t][b].bsums);
-            const __m128i bs8 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-            const __m256i pm = _mm256_madd_epi16(mins, _mm256_broadcastsi128_si256(bs8));
-            const float yd = ys[t][b].d;
-            acc_m[t] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(-yd), dmx), _mm256_cvtepi32_ps(pm),
+            float yd, neg_yd;
+            std::memcpy(&yd, row[t] + d_off, sizeof(float));
+            std::memcpy(&neg_yd, row[t] + nd_off, sizeof(float));
+            const __m256i pm = _mm256_madd_epi16(mins, load256(row[t] + e_off));
+            acc_m[t] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(neg_yd), dmx), _mm256_cvtepi32_ps(pm),
                                        acc_m[t]);
             acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(yd), dx), _mm512_cvtepi32_ps(sumi[t]),
                                      acc[t]);
@@ -552,7 +563,7 @@ void zmm_q4_K(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const uint8_t*
 // Q6_K against Q8_K: as dot_q6_K.
 template <int NT>
 void zmm_q6_K(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const uint8_t* a,
-              size_t a_stride, float* out0, float* out1) {
+              size_t a_stride, const ActExtrasLayout&, float* out0, float* out1) {
     const auto* x0 = reinterpret_cast<const BlockQ6_K*>(w0);
     const auto* x1 = reinterpret_cast<const BlockQ6_K*>(w1);
     const BlockQ8_K* ys[NT];
@@ -620,16 +631,16 @@ constexpr int kGroup2 = 8;
 
 template <template <int> class K2>
 void run_group2(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const uint8_t* at,
-                size_t a_stride, int64_t n, float* out0, float* out1) {
+                size_t a_stride, const ActExtrasLayout& l, int64_t n, float* out0, float* out1) {
     switch (n) {
-        case 8: K2<8>::run(n_in, w0, w1, at, a_stride, out0, out1); break;
-        case 7: K2<7>::run(n_in, w0, w1, at, a_stride, out0, out1); break;
-        case 6: K2<6>::run(n_in, w0, w1, at, a_stride, out0, out1); break;
-        case 5: K2<5>::run(n_in, w0, w1, at, a_stride, out0, out1); break;
-        case 4: K2<4>::run(n_in, w0, w1, at, a_stride, out0, out1); break;
-        case 3: K2<3>::run(n_in, w0, w1, at, a_stride, out0, out1); break;
-        case 2: K2<2>::run(n_in, w0, w1, at, a_stride, out0, out1); break;
-        default: K2<1>::run(n_in, w0, w1, at, a_stride, out0, out1); break;
+        case 8: K2<8>::run(n_in, w0, w1, at, a_stride, l, out0, out1); break;
+        case 7: K2<7>::run(n_in, w0, w1, at, a_stride, l, out0, out1); break;
+        case 6: K2<6>::run(n_in, w0, w1, at, a_stride, l, out0, out1); break;
+        case 5: K2<5>::run(n_in, w0, w1, at, a_stride, l, out0, out1); break;
+        case 4: K2<4>::run(n_in, w0, w1, at, a_stride, l, out0, out1); break;
+        case 3: K2<3>::run(n_in, w0, w1, at, a_stride, l, out0, out1); break;
+        case 2: K2<2>::run(n_in, w0, w1, at, a_stride, l, out0, out1); break;
+        default: K2<1>::run(n_in, w0, w1, at, a_stride, l, out0, out1); break;
     }
 }
 
@@ -639,6 +650,7 @@ template <template <int> class K2>
 void tile2(int64_t n_in, const uint8_t* w, size_t w_stride, int64_t nr, const uint8_t* a,
            size_t a_stride, int64_t nt, float* y, int64_t ldy) {
     constexpr size_t kBlockBytes = 24 << 10;
+    const ActExtrasLayout l = act_extras_layout(K2<1>::kType, n_in);
     const int64_t rb = nt <= kGroup2 ? nr
                                      : std::max<int64_t>(2, (int64_t)(kBlockBytes / w_stride) & ~(int64_t)1);
     for (int64_t r0 = 0; r0 < nr; r0 += rb) {
@@ -650,7 +662,7 @@ void tile2(int64_t n_in, const uint8_t* w, size_t w_stride, int64_t nr, const ui
                 const bool pair = r + 1 < r1;
                 const uint8_t* w0 = w + (size_t)r * w_stride;
                 float out0[kGroup2], out1[kGroup2];
-                run_group2<K2>(n_in, w0, pair ? w0 + w_stride : w0, at, a_stride, g, out0, out1);
+                run_group2<K2>(n_in, w0, pair ? w0 + w_stride : w0, at, a_stride, l, g, out0, out1);
                 for (int64_t i = 0; i < g; ++i) y[(t + i) * ldy + r] = out0[i];
                 if (pair)
                     for (int64_t i = 0; i < g; ++i) y[(t + i) * ldy + r + 1] = out1[i];
@@ -659,11 +671,26 @@ void tile2(int64_t n_in, const uint8_t* w, size_t w_stride, int64_t nr, const ui
     }
 }
 
-template <int NT> struct Z2Q4_0 { static constexpr auto run = zmm_q8_0_family<DecQ4_0, NT>; };
-template <int NT> struct Z2Q5_0 { static constexpr auto run = zmm_q8_0_family<DecQ5_0, NT>; };
-template <int NT> struct Z2Q8_0 { static constexpr auto run = zmm_q8_0_family<DecQ8_0, NT>; };
-template <int NT> struct Z2Q4_K { static constexpr auto run = zmm_q4_K<NT>; };
-template <int NT> struct Z2Q6_K { static constexpr auto run = zmm_q6_K<NT>; };
+template <int NT> struct Z2Q4_0 {
+    static constexpr TensorType kType = TensorType::Q4_0;
+    static constexpr auto run = zmm_q8_0_family<DecQ4_0, NT>;
+};
+template <int NT> struct Z2Q5_0 {
+    static constexpr TensorType kType = TensorType::Q5_0;
+    static constexpr auto run = zmm_q8_0_family<DecQ5_0, NT>;
+};
+template <int NT> struct Z2Q8_0 {
+    static constexpr TensorType kType = TensorType::Q8_0;
+    static constexpr auto run = zmm_q8_0_family<DecQ8_0, NT>;
+};
+template <int NT> struct Z2Q4_K {
+    static constexpr TensorType kType = TensorType::Q4_K;
+    static constexpr auto run = zmm_q4_K<NT>;
+};
+template <int NT> struct Z2Q6_K {
+    static constexpr TensorType kType = TensorType::Q6_K;
+    static constexpr auto run = zmm_q6_K<NT>;
+};
 
 #endif  // SPECDEC_VEC_DOT_VNNI
 

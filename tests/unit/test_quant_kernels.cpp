@@ -236,6 +236,31 @@ TEST(QuantActivation, Q8_KUsesSignedMaxAndBsums) {
     EXPECT_EQ(b.bsums[0], 0);
 }
 
+TEST(QuantActivation, FastPathSameBytesAsScalar) {
+    // matmul quantizes with quantize_act_row_fast (SIMD on AVX-512): every
+    // byte must equal the scalar quantizer's, ties, zero blocks and a
+    // largest magnitude present with both signs included.
+    IsaGuard guard;
+    force_isa(Isa::Avx512);  // capped at the CPU: scalar fallback elsewhere
+    std::mt19937 rng(77);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    const int64_t n = 4 * 256;
+    for (TensorType w : {TensorType::Q4_K, TensorType::Q6_K, TensorType::Q5_0, TensorType::Q8_0, TensorType::Q4_0}) {
+        for (int trial = 0; trial < 40; ++trial) {
+            std::vector<float> x(n);
+            for (auto& v : x) v = nd(rng) * (trial % 3 == 0 ? 1000.0f : 1.0f);
+            if (trial % 4 == 1) std::fill(x.begin(), x.begin() + 256, 0.0f);           // zero blocks
+            if (trial % 4 == 2) for (size_t i = 0; i < x.size(); ++i) x[i] = (float)((int)i % 11 - 5) * 0.5f;  // ties
+            if (trial % 4 == 3) { x[300] = 9.0f; x[301] = -9.0f; x[600] = -9.0f; x[601] = 9.0f; }  // sign of max
+            const size_t bytes = act_row_bytes(w, n);
+            std::vector<uint8_t> a(bytes, 0xAB), b(bytes, 0xAB);
+            quantize_act_row(w, x.data(), a.data(), n);
+            quantize_act_row_fast(w, x.data(), b.data(), n);
+            ASSERT_EQ(a, b) << tensor_type_name(w) << " trial " << trial;
+        }
+    }
+}
+
 // ---- matmul sweeps ----------------------------------------------------------
 
 const TensorType kAllTypes[] = {TensorType::Q4_1, TensorType::Q5_0, TensorType::Q8_0,
