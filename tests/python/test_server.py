@@ -596,3 +596,16 @@ def test_spec_serve_refuses_draft_method_without_draft():
                          capture_output=True, text=True, timeout=60)
     assert out.returncode != 0
     assert "needs a draft model" in out.stderr
+
+
+def test_spec_self_speculation_draft_layers():
+    """--draft-layers L: the draft is the target's first L layers; chain output still equals AR's."""
+    s = Server("--max-batch", "2", "--draft-layers", "10", "--method", "chain", "--draft-k", "3")
+    try:
+        prompt = "The quick brown fox"
+        ref = ar_ref(prompt, 20, chat=False)
+        r = s.client().completions.create(model=MODEL, prompt=prompt, max_tokens=20, temperature=0)
+        assert r.choices[0].text == ref["text"]
+        assert 'specdec_method_tokens_total{method="chain"}' in s.metrics()
+    finally:
+        s.stop()
