@@ -32,6 +32,8 @@ int cmd_bench(int argc, char** argv) {
     app.add_option("--tree-budget", budgets, "tree: node budgets incl. the root (comma-separated)");
     app.add_option("--tree-depth", depths, "tree: max depths (comma-separated)");
     app.add_option("--tree-topk", topks, "tree: children per node (comma-separated)");
+    app.add_option("--tree-width", o.tree_width, "tree: frontier width, nodes expanded per depth (0 = top-k; 1 = "
+                   "one-row draft forwards)")->check(CLI::Range(0, 32));
     app.add_option("--draft-k", ks, "chain/ngram: draft lengths (comma-separated)");
     app.add_option("--batch", batches, "sequences decoded together (comma-separated)");
     app.add_option("--ssd-k", ssd_ks, "ssd: speculation lengths K (comma-separated)");
@@ -151,7 +153,8 @@ int cmd_bench(int argc, char** argv) {
         r.meta["draft"] = {{"name", o.draft}, {"path", o.draft_path}, {"bytes", file_size(o.draft_path)},
                            {"sha256", sha256_file(o.draft_path)}};
     r.meta["options"] = {{"methods", o.methods},       {"tree_budget", o.tree_budget}, {"tree_depth", o.tree_depth},
-                         {"tree_topk", o.tree_topk},   {"draft_k", o.draft_k},         {"batch", o.batch},
+                         {"tree_topk", o.tree_topk},
+                         {"tree_width", o.tree_width},  {"draft_k", o.draft_k},         {"batch", o.batch},
                          {"temp", o.temp},             {"threads", o.threads},         {"warmup", o.warmup},
                          {"reps", o.reps},             {"prompts", o.prompts_file},    {"sets", o.sets},
                          {"limit", o.limit},           {"max_turns", o.max_turns},     {"chat", o.chat},

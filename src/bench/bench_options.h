@@ -16,6 +16,7 @@ struct BenchOptions {
     std::vector<int> tree_budget{16};
     std::vector<int> tree_depth{5};
     std::vector<int> tree_topk{4};
+    int tree_width = 0;                 // tree frontier width (0: top-k; 1: one-row draft forwards)
     std::vector<int> draft_k{5};
     std::vector<int> batch{1};
     std::vector<double> temp{0.0};

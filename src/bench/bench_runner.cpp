@@ -167,6 +167,7 @@ sched::SpecConfig spec_config(const RunConfig& c, const BenchOptions& o) {
     s.tree_budget = c.tree_budget > 0 ? c.tree_budget : s.tree_budget;
     s.tree_depth = c.tree_depth > 0 ? c.tree_depth : s.tree_depth;
     s.tree_topk = c.tree_topk > 0 ? c.tree_topk : s.tree_topk;
+    s.tree_width = o.tree_width;
     s.ngram_min = o.ngram_min;
     s.ngram_max = o.ngram_max;
     s.mode = sched::parse_mode(o.mode);
