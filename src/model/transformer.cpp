@@ -132,9 +132,10 @@ void Transformer::forward(const ForwardBatch& b, kv::KvCache& cache, ThreadPool&
     o_.resize((size_t)n * E);
     gate_.resize((size_t)n * c.n_ff);
     up_.resize((size_t)n * c.n_ff);
+    // Capture indices count the layers this instance runs (the model's own
+    // layer numbers unless layers are skipped): n_layers_run() - 1 is the last.
     for (int cap : b.capture_layers)
-        SPECDEC_CHECK(std::find(layers_.begin(), layers_.end(), cap) != layers_.end(), "forward: capture layer ",
-                      cap, " is not a layer this model runs");
+        SPECDEC_CHECK(cap >= 0 && cap < n_layers_run(), "forward: capture layer ", cap, " out of range");
     out.hidden.assign(b.capture_layers.size(), {});
 
     const auto& emb = weights_.tok_embd;
@@ -212,7 +213,7 @@ void Transformer::forward(const ForwardBatch& b, kv::KvCache& cache, ThreadPool&
             kernels::add_inplace(x_.data() + (size_t)i * E, oi, E);
         }
         for (size_t ci = 0; ci < b.capture_layers.size(); ++ci)
-            if (b.capture_layers[ci] == il) out.hidden[ci].assign(x_.begin(), x_.begin() + (size_t)n * E);
+            if (b.capture_layers[ci] == cl) out.hidden[ci].assign(x_.begin(), x_.begin() + (size_t)n * E);
     }
 
     // Final norm and LM head for the rows that asked only.
