@@ -6,6 +6,7 @@
 // immutable, so that is safe in parallel and a bad request is refused before
 // it queues); the scheduler thread alone touches the model and the KV cache.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -21,10 +22,12 @@
 
 #include "cli_commands.h"
 #include "core/error.h"
+#include "runtime/draft_source.h"
 #include "runtime/engine.h"
 #include "runtime/model_locator.h"
 #include "sample/sampler.h"
 #include "sched/spec_config.h"
+#include "sched/ssd_config.h"
 #include "server/batch_scheduler.h"
 #include "server/http_support.h"
 #include "server/metrics.h"
@@ -195,7 +198,8 @@ private:
         // each token but the last needs one more slot.
         if (pr.gen.max_tokens <= 0) pr.gen.max_tokens = engine_.n_ctx() - n_prompt + 1;
         job->req = std::move(pr.gen);
-        job->method = sched::parse_method(pr.spec.method);
+        job->ssd = pr.spec.method == "ssd";
+        job->method = job->ssd ? sched::Method::AR : sched::parse_method(pr.spec.method);
         job->draft_k = pr.spec.draft_k;
         auto channel = std::make_shared<server::JobChannel>();
         job->channel = channel;
@@ -330,8 +334,7 @@ private:
 
 int cmd_serve(int argc, char** argv) {
     CLI::App app{"OpenAI-compatible HTTP server with continuous batching", "specdec serve"};
-    std::string model, draft, method = "ar", api_key;
-    int draft_layers = 0;
+    std::string model, draft, method = "ar", api_key, draft_layers;
     std::string host = "127.0.0.1";
     int port = 8080;
     server::SchedulerOptions sopts;
@@ -339,16 +342,33 @@ int cmd_serve(int argc, char** argv) {
     app.add_option("-m,--model", model, "target GGUF file or model name (default: the manifest's default)");
     app.add_option("-d,--draft", draft, "draft GGUF file or model name (speculative methods)");
     app.add_option("--draft-layers", draft_layers,
-                   "self-speculation: the draft is the target's first L layers (no -d needed)")
-        ->check(CLI::NonNegativeNumber);
+                   "self-speculation (no -d needed): the draft is the target's first L layers (L), the layers "
+                   "listed (0-7,10,12: kept in order, then the final norm and LM head), or auto (the choice "
+                   "`specdec calibrate` saved next to the model)");
     app.add_option("--method", method,
-                   "default speculation method: ar, chain, tree (these two need a draft) or ngram; "
-                   "a request may pick another with {\"specdec\": {\"method\": ...}}");
+                   "default speculation method: ar, chain, tree, ssd (these three need a draft) or ngram; "
+                   "a request may pick another with {\"specdec\": {\"method\": ...}}")
+        ->check(CLI::IsMember({"ar", "chain", "tree", "ngram", "ssd"}));
     sched::SpecConfig& spec = sopts.spec;
     app.add_option("--draft-k", spec.draft_k, "draft chain length (chain, ngram)")->check(CLI::Range(1, 64));
     app.add_option("--tree-topk", spec.tree_topk, "tree: children per expanded node")->check(CLI::Range(1, 64));
     app.add_option("--tree-depth", spec.tree_depth, "tree: max draft depth")->check(CLI::Range(1, 64));
     app.add_option("--tree-budget", spec.tree_budget, "tree: max nodes incl. the root")->check(CLI::Range(1, 1024));
+    // SSD (Saguaro): requests asking for ssd are decoded in cohorts (batch_scheduler.h).
+    sched::SsdConfig& ssd = sopts.ssd;
+    std::string fanout = "geometric", backup = "auto";
+    app.add_option("--ssd-k", ssd.k, "ssd: speculation length K (a request's draft_k overrides it)")
+        ->check(CLI::Range(1, 64));
+    app.add_option("--fanout", fanout, "ssd: bonus guesses per accept point: geometric or uniform")
+        ->check(CLI::IsMember({"geometric", "uniform"}));
+    app.add_option("--fanout-budget", ssd.fanout_budget, "ssd: cached branches per sequence and round (sum of F_k)")
+        ->check(CLI::Range(0, 256));
+    app.add_option("--saguaro-c", ssd.saguaro_c, "ssd: Saguaro down-weighting of cached guesses (1 = off)")
+        ->check(CLI::Range(0.0, 1.0));
+    app.add_option("--backup", backup, "ssd: backup on a cache miss: auto, jit, ngram, random")
+        ->check(CLI::IsMember({"auto", "jit", "ngram", "random"}));
+    app.add_option("--ssd-draft-threads", ssd.draft_threads, "ssd: threads of the draft side")
+        ->check(CLI::Range(1, 256));
     app.add_option("--host", host, "address to bind (default loopback)");
     app.add_option("--port", port, "port (0: pick a free one and print it)")->check(CLI::Range(0, 65535));
     app.add_option("--api-key", api_key, "require 'Authorization: Bearer KEY' (default: $SPECDEC_API_KEY)");
@@ -366,22 +386,44 @@ int cmd_serve(int argc, char** argv) {
     if (api_key.empty()) {
         if (const char* k = std::getenv("SPECDEC_API_KEY")) api_key = k;
     }
-    spec.method = sched::parse_method(method);
-    const bool has_draft = !draft.empty() || draft_layers > 0;
-    SPECDEC_CHECK(draft_layers == 0 || draft.empty(), "give either -d DRAFT or --draft-layers L, not both");
-    SPECDEC_CHECK(!spec.needs_draft() || has_draft, "--method ", method,
+    ssd.fanout = sched::parse_fanout(fanout);
+    ssd.backup = sched::parse_backup(backup);
+    ssd.ngram_min = spec.ngram_min;
+    ssd.ngram_max = spec.ngram_max;
+    ssd.validate();
+    const bool self_spec = !draft_layers.empty();
+    SPECDEC_CHECK(!self_spec || draft.empty(), "give either -d DRAFT or --draft-layers L, not both");
+    const auto method_needs_draft = [](const std::string& m) { return m == "chain" || m == "tree" || m == "ssd"; };
+    SPECDEC_CHECK(!method_needs_draft(method) || !draft.empty() || self_spec, "--method ", method,
                   " needs a draft model (-d DRAFT) or a self-speculation depth (--draft-layers L)");
 
     eopts.model_path = runtime::resolve_model(model);
+    runtime::DraftLayers layers;
+    if (self_spec) layers = runtime::resolve_draft_layers(draft_layers, eopts.model_path);
+    if (layers.use_ar && method_needs_draft(method)) {
+        // Output is identical either way (lossless); AR is what calibration measured fastest.
+        std::fprintf(stderr, "note: calibration found no draft depth faster than AR; serving with ar by default\n");
+        method = "ar";
+    }
+    const bool has_draft = !draft.empty() || (self_spec && !layers.use_ar);
+    spec.method = sched::parse_method(method == "ssd" ? "ar" : method);  // ssd is not a SpecBatch method
+    // The SSD draft side has threads of its own: by default the target takes the rest.
+    if (method == "ssd" && eopts.n_threads == 0)
+        eopts.n_threads = std::max(1, (int)std::thread::hardware_concurrency() - ssd.draft_threads);
     eopts.n_seq = sopts.max_batch;
     auto engine = runtime::Engine::load(eopts);
     std::unique_ptr<runtime::Engine> draft_engine;
     if (has_draft) {
         runtime::EngineOptions dopts = eopts;
-        dopts.model_path = draft_layers > 0 ? eopts.model_path : runtime::resolve_model(draft);
-        dopts.layer_limit = draft_layers;
+        dopts.model_path = self_spec ? eopts.model_path : runtime::resolve_model(draft);
+        dopts.keep_layers = layers.keep_layers;  // validated against the model when it loads
         dopts.n_ctx = engine->n_ctx();
-        dopts.n_threads = 1;  // the draft runs on the target's pool (never at the same time)
+        // chain/tree: the draft runs on the target's pool (never at the same
+        // time); ssd: on its worker's own pool. The engine's pool stays idle.
+        dopts.n_threads = 1;
+        // ssd: each cohort sequence plus one scratch slot per cached branch
+        // (untouched KV pages cost nothing); chain and tree use the first max_batch.
+        dopts.n_seq = sopts.max_batch * (1 + ssd.fanout_budget);
         draft_engine = runtime::Engine::load(dopts);
     }
 
@@ -392,7 +434,7 @@ int cmd_serve(int argc, char** argv) {
     if (!model.empty() && model != info.model_id) info.model_aliases.push_back(model);
     info.n_ctx = engine->n_ctx();
     info.available_methods = {"ar", "ngram"};
-    if (draft_engine) info.available_methods.insert(info.available_methods.end(), {"chain", "tree"});
+    if (draft_engine) info.available_methods.insert(info.available_methods.end(), {"chain", "tree", "ssd"});
     info.default_method = method;
 
     server::Metrics metrics;

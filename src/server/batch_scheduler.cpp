@@ -107,12 +107,16 @@ int BatchScheduler::queue_depth() const {
 void BatchScheduler::loop() {
     while (true) {
         std::vector<std::unique_ptr<Active>> fresh;
+        std::vector<std::unique_ptr<Job>> cohort;
         {
             std::unique_lock lk(mu_);
             // Sleep only when there is nothing to decode.
             cv_.wait(lk, [&] { return stopping_ || !queue_.empty() || !active_.empty(); });
             if (stopping_) break;
-            while (!queue_.empty() && !free_seqs_.empty()) {
+            // An SSD job at the head stops admission until the batch drains
+            // (SSD needs slots 0..B-1 of both caches to itself).
+            if (!queue_.empty() && queue_.front()->ssd && active_.empty()) cohort = take_ssd_cohort();
+            while (!queue_.empty() && !free_seqs_.empty() && !queue_.front()->ssd) {
                 auto a = std::make_unique<Active>();
                 a->job = std::move(queue_.front());
                 queue_.pop_front();
@@ -120,6 +124,11 @@ void BatchScheduler::loop() {
                 free_seqs_.pop_back();
                 fresh.push_back(std::move(a));
             }
+        }
+        if (!cohort.empty()) {
+            run_ssd_cohort(std::move(cohort));
+            metrics_.set_queue_depth(queue_depth(), 0);
+            continue;
         }
         admit(fresh);
         decode_step();

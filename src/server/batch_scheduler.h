@@ -11,6 +11,16 @@
 // max_tokens or the context, or whose client went away are retired (target and
 // draft sequences freed). Each sequence sees only its own KV prefix, so what
 // one request sends never changes what another one generates.
+//
+// SSD (method "ssd") runs its own loop (sched::SsdScheduler: an asynchronous
+// draft thread and a speculation cache, sequence i in slot i of both caches),
+// so SSD requests are decoded in cohorts: when the oldest waiting job is an SSD
+// job, the scheduler stops admitting, lets the running batch drain, then runs
+// ONE SsdScheduler::run over up to max_batch waiting SSD jobs that can share
+// it (greedy jobs with the same penalty and K; a sampled job runs alone so its
+// seed reproduces), streaming their tokens as they come, and returns to the
+// continuous batch. Requests behind a cohort wait for it to end; jobs queue in
+// arrival order, so neither kind starves the other.
 #pragma once
 
 #include <atomic>
@@ -29,6 +39,7 @@
 #include "runtime/engine.h"
 #include "sched/spec_batch.h"
 #include "sched/spec_config.h"
+#include "sched/ssd_config.h"
 #include "sched/sync_scheduler.h"
 #include "server/metrics.h"
 
@@ -64,7 +75,8 @@ struct Job {
     runtime::GenerateRequest req;   // max_tokens already resolved (>= 1)
     std::vector<int32_t> prompt;    // tokenize_request(engine, req), checked to fit
     sched::Method method = sched::Method::AR;  // the request's (or the server's) method
-    int draft_k = 0;                // chain/ngram length; 0: the server's
+    int draft_k = 0;                // chain/ngram length, ssd K; 0: the server's
+    bool ssd = false;               // decode with SSD (then `method` is unused)
     std::shared_ptr<JobChannel> channel;
     std::chrono::steady_clock::time_point arrived = std::chrono::steady_clock::now();
 };
@@ -75,6 +87,10 @@ struct SchedulerOptions {
     // Server defaults of the speculative options (draft_k, tree shape); each
     // job picks the method (and may override draft_k).
     sched::SpecConfig spec;
+    // SSD defaults (K, fan-out, backup, draft threads); used when a job asks
+    // for ssd. The draft engine then needs max_batch * (1 + fanout_budget)
+    // sequences (each cohort sequence and its cached branches).
+    sched::SsdConfig ssd;
 };
 
 class BatchScheduler {
@@ -109,6 +125,12 @@ private:
     // Frees the sequence slot (target and draft).
     void release(Active& a);
     void fail(Active& a, int status, const std::string& msg);
+    // Takes the oldest job (an SSD job) and the waiting SSD jobs that can share
+    // its run; called with mu_ held.
+    std::vector<std::unique_ptr<Job>> take_ssd_cohort();
+    // Decodes a cohort to the end with SsdScheduler (the batch is empty).
+    void run_ssd_cohort(std::vector<std::unique_ptr<Job>> jobs);
+    bool stopping() const;
 
     runtime::Engine& engine_;
     runtime::Engine* draft_;

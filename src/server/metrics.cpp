@@ -77,6 +77,26 @@ void Metrics::record_decode_step(int rows, int tokens, double seconds) {
         recent_.pop_front();
 }
 
+void Metrics::record_decode_rounds(int steps, int rows, int tokens, double seconds) {
+    std::lock_guard lk(mu_);
+    decode_steps_ += (uint64_t)steps;
+    decode_rows_ += (uint64_t)rows;
+    decode_tokens_ += (uint64_t)tokens;
+    tokens_generated_ += (uint64_t)tokens;
+    decode_seconds_ += seconds;
+    const auto now = Clock::now();
+    recent_.emplace_back(now, tokens);
+    while (!recent_.empty() && std::chrono::duration<double>(now - recent_.front().first).count() > kRateWindowS)
+        recent_.pop_front();
+}
+
+void Metrics::record_ssd(int lookups, int hits, double stall_s) {
+    std::lock_guard lk(mu_);
+    ssd_lookups_ += (uint64_t)lookups;
+    ssd_hits_ += (uint64_t)hits;
+    ssd_stall_seconds_ += stall_s;
+}
+
 void Metrics::record_prefill(int tokens, double seconds) {
     std::lock_guard lk(mu_);
     prefill_tokens_ += (uint64_t)tokens;
@@ -160,7 +180,13 @@ std::string Metrics::render() const {
     per_method("specdec_method_mean_accept_length", "gauge",
                "Tokens per target forward per sequence, by method (1 for autoregressive decoding)",
                [](const MethodCounts& m) { return m.rows ? (double)m.decode_tokens / (double)m.rows : 0.0; });
-    scalar(out, "specdec_ssd_hit_rate", "gauge", "Speculation cache hit rate (0: SSD is not served yet)", 0.0);
+    scalar(out, "specdec_ssd_hit_rate", "gauge", "SSD speculation cache hit rate over all SSD rounds (0: none yet)",
+           ssd_lookups_ > 0 ? (double)ssd_hits_ / (double)ssd_lookups_ : 0.0);
+    scalar(out, "specdec_ssd_cache_lookups_total", "counter", "SSD speculation cache lookups (one per sequence-round)",
+           (double)ssd_lookups_);
+    scalar(out, "specdec_ssd_cache_hits_total", "counter", "SSD speculation cache hits", (double)ssd_hits_);
+    scalar(out, "specdec_ssd_stall_seconds_total", "counter", "Seconds the target waited for the SSD draft",
+           ssd_stall_seconds_);
     scalar(out, "specdec_queue_depth", "gauge", "Requests waiting for a sequence slot", queue_depth_);
     scalar(out, "specdec_active_sequences", "gauge", "Requests being decoded", active_);
     latency_.render(out, "specdec_request_latency_seconds", "End-to-end generation latency");

@@ -43,6 +43,13 @@ public:
     // new tokens among them (AR: tokens == rows, so mean accept length is 1).
     void record_decode_step(int rows, int tokens, double seconds);
     void record_prefill(int tokens, double seconds);
+    // Several target forwards reported at once (an SSD cohort, which runs its
+    // own loop): counted like `steps` decode steps, but not in the step-time
+    // histogram, which holds single steps only.
+    void record_decode_rounds(int steps, int rows, int tokens, double seconds);
+    // One SSD cohort: speculation-cache lookups and hits, and the seconds the
+    // target waited for the draft.
+    void record_ssd(int lookups, int hits, double stall_s);
     // Per speculation method: `rows` sequence-rounds (target verifications of
     // one sequence) that produced `tokens`, with `drafted` draft nodes of which
     // `accepted` were accepted. A first token (from the prefill) is rows 0, tokens 1.
@@ -69,6 +76,8 @@ private:
     };
     std::map<std::string, MethodCounts> methods_;
     double draft_seconds_ = 0, verify_seconds_ = 0;
+    uint64_t ssd_lookups_ = 0, ssd_hits_ = 0;
+    double ssd_stall_seconds_ = 0;
     // Recent decode steps (time, tokens) for a windowed tokens/s gauge.
     std::deque<std::pair<Clock::time_point, int>> recent_;
     Histogram latency_, ttft_, step_;

@@ -167,8 +167,8 @@ void parse_spec(const json& body, const ServerInfo& info, SpecOptions& spec) {
         if (std::find(av.begin(), av.end(), spec.method) == av.end()) {
             std::string list;
             for (const auto& a : av) list += (list.empty() ? "" : ", ") + a;
-            // Chain and tree draft with a draft model: say why they are missing.
-            const bool needs_draft = spec.method == "chain" || spec.method == "tree";
+            // Chain, tree and ssd draft with a draft model: say why they are missing.
+            const bool needs_draft = spec.method == "chain" || spec.method == "tree" || spec.method == "ssd";
             throw bad("method " + spec.method + " not available" +
                           (needs_draft ? ": it needs a draft model and this server was started without one "
                                          "(-d DRAFT or --draft-layers L)"
