@@ -130,17 +130,17 @@ int cmd_generate(int argc, char** argv) {
                   " needs a draft model (-d DRAFT) or a self-speculation depth (--draft-layers L)");
     SPECDEC_CHECK(!self_spec || draft_model.empty(), "give either -d DRAFT or --draft-layers L, not both");
     std::vector<int> keep_layers;
-    if (self_spec && draft_layers == "auto") {
+    if (self_spec && draft_layers == "auto" && spec.needs_draft()) {
         const bench::SelfSpecChoice c = bench::load_selfspec_choice(eopts.model_path);
-        if (c.use_ar && spec.needs_draft()) {
+        if (c.use_ar) {
             // Output is identical either way (lossless); AR is what calibration measured fastest.
             std::fprintf(stderr, "note: calibration found no draft depth faster than AR; decoding with ar\n");
             method = "ar";
             spec.method = sched::Method::AR;
         }
         keep_layers = c.layers;
-    } else if (self_spec) {
-        keep_layers = model::parse_layer_list(draft_layers);
+    } else if (self_spec && draft_layers != "auto") {
+        keep_layers = model::parse_layer_list(draft_layers);  // checked even when no draft runs
     }
     const bool is_ssd = method == "ssd";
     auto engine = runtime::Engine::load(eopts);

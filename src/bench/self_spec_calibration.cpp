@@ -140,21 +140,11 @@ CalibrationResult run_calibration(const CalibrationOptions& o, const std::functi
     res.n_prompts = (int)prompts.size();
     res.max_tokens = o.max_tokens;
 
-    // AR before and after the candidates: the mean of both soaks up slow drifts of the load.
-    std::map<std::string, Acc> ar;
-    std::vector<std::vector<int32_t>> ref(reqs.size());
-    auto run_ar = [&] {
-        for (size_t i = 0; i < reqs.size(); ++i) {
-            const auto r = runtime::generate_ar(*target, reqs[i]);
-            ref[i] = r.tokens;
-            for (const std::string& k : {prompts[i].kind, std::string("all")}) {
-                ar[k].tokens += r.n_generated;
-                ar[k].decode_s += r.decode_s;
-            }
-        }
-    };
-    say("ar ...");
-    run_ar();
+    // Each speculative run is paired with an AR run of the same prompt just
+    // before it, and its speedup is taken against those AR runs only: on a
+    // shared machine the load swings within minutes, and a ratio of runs far
+    // apart in time measures the load, not the method.
+    std::map<std::string, Acc> ar_all;
     for (const auto& layers : cands) {
         CalibrationRow row;
         row.layers = model::format_layer_list(layers);
@@ -165,38 +155,40 @@ CalibrationResult run_calibration(const CalibrationOptions& o, const std::functi
         dopts.n_ctx = target->n_ctx();
         dopts.n_threads = 1;  // the draft runs on the target's pool
         auto draft = runtime::Engine::load(dopts);
-        std::map<std::string, Acc> acc;
+        std::map<std::string, Acc> acc, ar;
         for (size_t i = 0; i < reqs.size(); ++i) {
+            const auto a = runtime::generate_ar(*target, reqs[i]);
             sched::SpecStats st;
             const auto r = sched::generate_speculative(*target, draft.get(), reqs[i], o.spec, &st);
-            row.identical = row.identical && r.tokens == ref[i];
+            row.identical = row.identical && r.tokens == a.tokens;
             for (const std::string& k : {prompts[i].kind, std::string("all")}) {
                 acc[k].tokens += r.n_generated;
                 acc[k].decode_s += r.decode_s;
                 acc[k].emitted += st.emitted;
                 acc[k].rounds += st.seq_rounds;
+                for (auto* m : {&ar, &ar_all}) {
+                    (*m)[k].tokens += a.n_generated;
+                    (*m)[k].decode_s += a.decode_s;
+                }
             }
         }
         SPECDEC_CHECK(row.identical, "calibrate: layers ", row.layers,
                       " produced tokens different from AR (speculation must be lossless)");
+        for (auto& [k, x] : acc) {
+            const double ar_tok_s = ar[k].tok_s();
+            row.kinds.push_back({k, x.tau(), x.tok_s(), ar_tok_s > 0 ? x.tok_s() / ar_tok_s : 0.0});
+        }
         res.rows.push_back(std::move(row));
-        // Figures are filled in once AR's second run is in.
-        res.rows.back().kinds.clear();
-        for (auto& [k, a] : acc) res.rows.back().kinds.push_back({k, a.tau(), a.tok_s(), 0.0});
     }
-    say("ar ...");
-    run_ar();
-    for (auto& [k, a] : ar) res.ar_kinds.push_back({k, 1.0, a.tok_s(), 1.0});
-    res.ar_tok_s = ar["all"].tok_s();
+    for (auto& [k, a] : ar_all) res.ar_kinds.push_back({k, 1.0, a.tok_s(), 1.0});
+    res.ar_tok_s = ar_all["all"].tok_s();
     double best = 1.0;
-    for (size_t r = 0; r < res.rows.size(); ++r) {
-        for (auto& k : res.rows[r].kinds) k.speedup = ar[k.kind].tok_s() > 0 ? k.tok_s / ar[k.kind].tok_s() : 0.0;
+    for (size_t r = 0; r < res.rows.size(); ++r)
         for (const auto& k : res.rows[r].kinds)
             if (k.kind == "all" && k.speedup > best) {
                 best = k.speedup;
                 res.chosen = (int)r;
             }
-    }
     return res;
 }
 

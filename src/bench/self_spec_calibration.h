@@ -1,6 +1,6 @@
 // Calibration of layer-skipping self-speculation (`specdec calibrate`): for
 // each candidate set of kept layers, greedy self-speculation on a few code and
-// chat prompts, timed against AR on the same prompts in the same run; the
+// chat prompts, each run timed against an AR run of the same prompt just before it; the
 // fastest configuration (or "ar" when none beats it) is saved next to the model
 // as <model>.selfspec.json, which `generate --draft-layers auto` reads.
 #pragma once
@@ -49,7 +49,7 @@ struct CalibrationResult {
     std::string method;
     int n_threads = 0;
     int n_prompts = 0, max_tokens = 0;
-    double ar_tok_s = 0;                 // AR decode tok/s (runs before and after the candidates)
+    double ar_tok_s = 0;                 // AR decode tok/s over every AR run (one paired with each speculative run)
     std::vector<KindFigures> ar_kinds;   // AR tok/s per prompt kind
     std::vector<CalibrationRow> rows;
     int chosen = -1;                     // index into rows; -1: AR is fastest
