@@ -116,7 +116,7 @@ void BatchScheduler::loop() {
             // An SSD job at the head stops admission until the batch drains
             // (SSD needs slots 0..B-1 of both caches to itself).
             if (!queue_.empty() && queue_.front()->ssd && active_.empty()) cohort = take_ssd_cohort();
-            while (!queue_.empty() && !free_seqs_.empty() && !queue_.front()->ssd) {
+            while (cohort.empty() && !queue_.empty() && !free_seqs_.empty() && !queue_.front()->ssd) {
                 auto a = std::make_unique<Active>();
                 a->job = std::move(queue_.front());
                 queue_.pop_front();

@@ -215,7 +215,7 @@ def test_specdec_extension(server):
                                   extra_body={"specdec": {"method": "chain", "draft_k": 4}})
     assert "method chain not available" in e.value.body["message"]
     # A method that needs a draft, on a server without one: 400 saying so.
-    for method in ["chain", "tree"]:
+    for method in ["chain", "tree", "ssd"]:
         st, err = error_of(server.request("POST", "/v1/completions", json.dumps(
             {"model": MODEL, "prompt": "Hi", "max_tokens": 2, "specdec": {"method": method}})))
         assert st == 400 and err["param"] == "specdec.method" and err["code"] == "draft_model_required"
@@ -609,3 +609,151 @@ def test_spec_self_speculation_draft_layers():
         assert 'specdec_method_tokens_total{method="chain"}' in s.metrics()
     finally:
         s.stop()
+
+
+# --- SSD (Saguaro) in the server: cohorts between continuous-batch rounds ----------
+
+@pytest.fixture(scope="module")
+def ssd_server():
+    s = Server("--max-batch", "4", "--max-queue", "16", "-d", str(model_path(DEFAULT_MODEL)), "--method", "ssd",
+               "--ssd-k", "4", "--fanout-budget", "4", "--backup", "jit")
+    try:
+        yield s
+    finally:
+        s.stop()
+    assert s.proc.returncode is not None
+
+
+def check_equals_ar(c, **kw) -> None:
+    """Chat and completion, streaming and not, equal `specdec generate` (AR)."""
+    prompt = "What is the capital of France?"
+    ref = ar_ref(prompt, 24, chat=True)
+    r = c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": prompt}], max_tokens=24,
+                                  temperature=0, **kw)
+    assert r.choices[0].message.content == ref["text"]
+    assert r.choices[0].finish_reason == ref["finish_reason"]
+    assert r.usage.completion_tokens == ref["n_generated"]
+    text, finish, usage = stream_chat(c, prompt, 24, **kw)
+    assert text == ref["text"] and finish == ref["finish_reason"]
+    assert usage.completion_tokens == ref["n_generated"]
+    prompt = "The quick brown fox"
+    ref = ar_ref(prompt, 20, chat=False)
+    r = c.completions.create(model=MODEL, prompt=prompt, max_tokens=20, temperature=0, **kw)
+    assert r.choices[0].text == ref["text"]
+    assert r.usage.completion_tokens == ref["n_generated"]
+    pieces = [ch.choices[0].text for ch in c.completions.create(
+        model=MODEL, prompt=prompt, max_tokens=20, temperature=0, stream=True, **kw) if ch.choices]
+    assert "".join(pieces) == ref["text"]
+
+
+def test_ssd_server_default_matches_generate_ar(ssd_server):
+    check_equals_ar(ssd_server.client())
+    m = ssd_server.metrics()
+    assert 'specdec_method_tokens_total{method="ssd"}' in m
+    hit = [float(l.split()[-1]) for l in m.splitlines() if l.startswith("specdec_ssd_hit_rate ")]
+    assert hit and hit[0] > 0, m
+    stall = [float(l.split()[-1]) for l in m.splitlines() if l.startswith("specdec_ssd_stall_seconds_total ")]
+    assert stall and stall[0] >= 0
+    tau = {l.split("\"")[1]: float(l.split()[-1]) for l in m.splitlines()
+           if l.startswith("specdec_method_mean_accept_length{")}
+    assert tau["ssd"] > 1.5  # the draft is the target itself
+
+
+def test_ssd_per_request_override_stop_and_mixed(spec_server):
+    """A chain server: requests pick ssd per request; ssd and batch requests at once all equal AR."""
+    c = spec_server.client()
+    check_equals_ar(c, **spec_body("ssd"))
+    prompt = "Count: 1, 2, 3,"
+    ref = ar_ref(prompt, 30, chat=False)
+    for k in [None, 2]:  # draft_k is SSD's K
+        r = c.completions.create(model=MODEL, prompt=prompt, max_tokens=30, temperature=0, **spec_body("ssd", k))
+        assert r.choices[0].text == ref["text"], k
+    cut = ref["text"][: max(1, len(ref["text"]) // 2)][-2:]
+    r = c.completions.create(model=MODEL, prompt=prompt, max_tokens=30, temperature=0, stop=[cut],
+                             **spec_body("ssd"))
+    assert r.choices[0].finish_reason == "stop" and cut not in r.choices[0].text
+    assert ref["text"].startswith(r.choices[0].text)
+    # Sampled ssd requests are served (each alone) and honour max_tokens.
+    r = c.completions.create(model=MODEL, prompt="Once upon a time", max_tokens=8, temperature=0.9, seed=3,
+                             **spec_body("ssd"))
+    assert r.usage.completion_tokens <= 8 and r.choices[0].finish_reason in ("stop", "length")
+
+    n_tok = 24
+    refs = [ar_ref(p, n_tok, chat=True)["text"] for p in PROMPTS[:6]]
+    plan = ["ssd", "chain", "ssd", "ar", "ssd", "tree"]
+
+    def one(i: int):
+        return stream_chat(spec_server.client(), PROMPTS[i], n_tok, **spec_body(plan[i]))[0]
+
+    with ThreadPoolExecutor(len(plan)) as ex:
+        outs = list(ex.map(one, range(len(plan)), timeout=TIMEOUT * 2))
+    for i, (out, ref) in enumerate(zip(outs, refs)):
+        assert out == ref, f"client {i} ({plan[i]}) differs from AR"
+    assert 'specdec_method_tokens_total{method="ssd"}' in spec_server.metrics()
+
+
+def test_ssd_disconnect_mid_stream_does_not_hang(ssd_server):
+    refs = [ar_ref(p, 24, chat=True)["text"] for p in PROMPTS[:2]]
+
+    def quitter():
+        body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "Tell me a long story."}],
+                           "max_tokens": 400, "temperature": 0, "stream": True})
+        s = socket.create_connection(("127.0.0.1", ssd_server.port), timeout=30)
+        s.sendall((f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+                   f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}").encode())
+        got = b""
+        while got.count(b"data: ") < 4:
+            chunk = s.recv(4096)
+            assert chunk
+            got += chunk
+        s.close()
+        return got
+
+    with ThreadPoolExecutor(3) as ex:
+        q = ex.submit(quitter)
+        futs = [ex.submit(stream_chat, ssd_server.client(), p, 24) for p in PROMPTS[:2]]
+        assert b"200 OK" in q.result(timeout=TIMEOUT)
+        for f, ref in zip(futs, refs):
+            assert f.result(timeout=TIMEOUT)[0] == ref
+    deadline = time.time() + 30
+    while time.time() < deadline and "specdec_active_sequences 0" not in ssd_server.metrics():
+        time.sleep(0.2)
+    m = ssd_server.metrics()
+    assert "specdec_active_sequences 0" in m
+    assert 'status="499"' in m
+    # The server still answers, with the right output.
+    assert stream_chat(ssd_server.client(), PROMPTS[0], 24)[0] == refs[0]
+    r = ssd_server.client().chat.completions.create(model=MODEL, messages=[{"role": "user", "content": PROMPTS[1]}],
+                                                    max_tokens=24, temperature=0)
+    assert r.choices[0].message.content == refs[1]
+
+
+def test_ssd_serve_refuses_without_draft_and_bad_options():
+    base = [str(BIN), "serve", "-m", str(model_path(DEFAULT_MODEL)), "--port", "0"]
+    out = subprocess.run(base + ["--method", "ssd"], capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0 and "needs a draft model" in out.stderr
+    out = subprocess.run(base + ["--method", "ssd", "-d", str(model_path(DEFAULT_MODEL)), "--fanout", "zipf"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0 and "fanout" in out.stderr
+
+
+def test_serve_draft_layers_list_and_auto(tmp_path):
+    """--draft-layers takes generate's forms: a list keeps those layers (output still AR's);
+    auto without a calibration file is refused naming `specdec calibrate`."""
+    s = Server("--max-batch", "2", "--draft-layers", "0-5,8", "--method", "chain", "--draft-k", "3")
+    try:
+        prompt = "The quick brown fox"
+        ref = ar_ref(prompt, 20, chat=False)
+        r = s.client().completions.create(model=MODEL, prompt=prompt, max_tokens=20, temperature=0)
+        assert r.choices[0].text == ref["text"]
+        r = s.client().completions.create(model=MODEL, prompt=prompt, max_tokens=20, temperature=0,
+                                          **spec_body("ssd"))
+        assert r.choices[0].text == ref["text"]
+    finally:
+        s.stop()
+    bare = tmp_path / "bare.gguf"
+    bare.symlink_to(model_path(DEFAULT_MODEL))
+    for layers, needle in [("auto", "calibrate"), ("7-3", "7-3"), ("0-999", "999")]:
+        out = subprocess.run([str(BIN), "serve", "-m", str(bare), "--port", "0", "--draft-layers", layers,
+                              "--method", "chain"], capture_output=True, text=True, timeout=60)
+        assert out.returncode != 0 and needle in out.stderr, (layers, out.stderr)
