@@ -42,7 +42,6 @@ public:
 
     const ModelConfig& config() const { return config_; }
     const ModelWeights& weights() const { return weights_; }  // e.g. for a vocabulary-subset LM head
-    const ModelWeights& weights() const { return weights_; }  // e.g. for a vocabulary-subset LM head
     kv::KvCacheOptions kv_options(int n_ctx, int n_seq) const;
 
     // Throws specdec::Error on an invalid batch (bad token, sequence, parent)
