@@ -4,6 +4,7 @@
 #include <string>
 
 #include "bench/self_spec_calibration.h"
+#include "runtime/draft_source.h"
 #include "cli_commands.h"
 #include "core/error.h"
 #include "model/layer_list.h"
@@ -87,7 +88,7 @@ int cmd_calibrate(int argc, char** argv) {
     const auto r = bench::run_calibration(o, [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); });
     print_table(r);
     if (!no_save) {
-        const std::string path = out.empty() ? bench::selfspec_path(o.model_path) : out;
+        const std::string path = out.empty() ? runtime::selfspec_path(o.model_path) : out;
         bench::save_calibration(r, path);
         std::printf("saved %s\n", path.c_str());
     }

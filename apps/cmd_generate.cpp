@@ -8,9 +8,9 @@
 #include <thread>
 
 #include "cli_commands.h"
-#include "bench/self_spec_calibration.h"
 #include "core/error.h"
 #include "model/layer_list.h"
+#include "runtime/draft_source.h"
 #include "runtime/engine.h"
 #include "runtime/model_locator.h"
 #include "sched/ssd_scheduler.h"
@@ -130,17 +130,16 @@ int cmd_generate(int argc, char** argv) {
                   " needs a draft model (-d DRAFT) or a self-speculation depth (--draft-layers L)");
     SPECDEC_CHECK(!self_spec || draft_model.empty(), "give either -d DRAFT or --draft-layers L, not both");
     std::vector<int> keep_layers;
-    if (self_spec && draft_layers == "auto" && spec.needs_draft()) {
-        const bench::SelfSpecChoice c = bench::load_selfspec_choice(eopts.model_path);
-        if (c.use_ar) {
+    if (self_spec) {
+        // Parsed (and an `auto` file read) even when no draft runs, so bad input is always reported.
+        const runtime::DraftLayers d = runtime::resolve_draft_layers(draft_layers, eopts.model_path);
+        if (d.use_ar && spec.needs_draft()) {
             // Output is identical either way (lossless); AR is what calibration measured fastest.
             std::fprintf(stderr, "note: calibration found no draft depth faster than AR; decoding with ar\n");
             method = "ar";
             spec.method = sched::Method::AR;
         }
-        keep_layers = c.layers;
-    } else if (self_spec && draft_layers != "auto") {
-        keep_layers = model::parse_layer_list(draft_layers);  // checked even when no draft runs
+        keep_layers = d.keep_layers;
     }
     const bool is_ssd = method == "ssd";
     auto engine = runtime::Engine::load(eopts);

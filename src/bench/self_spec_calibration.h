@@ -66,20 +66,8 @@ std::vector<std::vector<int>> default_candidates(int n_layer);
 CalibrationResult run_calibration(const CalibrationOptions& opts,
                                   const std::function<void(const std::string&)>& log = {});
 
-// <model path>.selfspec.json
-std::string selfspec_path(const std::string& model_path);
-
 // Writes the result plus the model's size and sha256, the date and the load.
 void save_calibration(const CalibrationResult& r, const std::string& path);
 
-// What --draft-layers auto uses. Throws specdec::Error (naming the calibrate
-// command) when the file is missing, unreadable or made for another file.
-struct SelfSpecChoice {
-    bool use_ar = false;         // calibration found no configuration faster than AR
-    std::vector<int> layers;     // kept layers (empty when use_ar)
-    std::string method;          // method it was calibrated with
-    double speedup = 0;
-};
-SelfSpecChoice load_selfspec_choice(const std::string& model_path);
 
 }  // namespace specdec::bench

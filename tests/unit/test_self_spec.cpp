@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "bench/self_spec_calibration.h"
+#include "runtime/draft_source.h"
 #include "core/error.h"
 #include "model/layer_list.h"
 #include "unit/spec_test_support.h"
@@ -124,25 +125,25 @@ TEST(SelfSpecCalibration, AutoNeedsAMatchingCalibrationFile) {
     std::ofstream(model) << "0123456789";
     auto expect_error = [&](const char* needle) {
         try {
-            bench::load_selfspec_choice(model);
+            runtime::load_selfspec_choice(model);
             ADD_FAILURE() << "accepted";
         } catch (const Error& e) {
             EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
         }
     };
     expect_error("specdec calibrate");  // missing
-    std::ofstream(bench::selfspec_path(model)) << "{not json";
+    std::ofstream(runtime::selfspec_path(model)) << "{not json";
     expect_error("not a calibration file");
-    std::ofstream(bench::selfspec_path(model)) << R"({"model_size": 3, "choice": {"draft_layers": "4"}})";
+    std::ofstream(runtime::selfspec_path(model)) << R"({"model_size": 3, "choice": {"draft_layers": "4"}})";
     expect_error("different file");
-    std::ofstream(bench::selfspec_path(model))
+    std::ofstream(runtime::selfspec_path(model))
         << R"({"model_size": 10, "choice": {"draft_layers": "0-3,9", "method": "chain", "speedup": 1.2}})";
-    auto c = bench::load_selfspec_choice(model);
+    auto c = runtime::load_selfspec_choice(model);
     EXPECT_FALSE(c.use_ar);
     EXPECT_EQ(c.layers, (std::vector<int>{0, 1, 2, 3, 9}));
     EXPECT_EQ(c.method, "chain");
-    std::ofstream(bench::selfspec_path(model)) << R"({"model_size": 10, "choice": {"draft_layers": "ar"}})";
-    c = bench::load_selfspec_choice(model);
+    std::ofstream(runtime::selfspec_path(model)) << R"({"model_size": 10, "choice": {"draft_layers": "ar"}})";
+    c = runtime::load_selfspec_choice(model);
     EXPECT_TRUE(c.use_ar);
     EXPECT_TRUE(c.layers.empty());
     std::filesystem::remove_all(dir);
