@@ -14,6 +14,7 @@
 
 #include "sched/sync_scheduler.h"
 #include "spec/draft_model_proposer.h"
+#include "unit/distribution_test_support.h"
 #include "unit/spec_test_support.h"
 
 using namespace specdec;
@@ -30,62 +31,11 @@ sample::SamplingParams sampling() {
     return p;
 }
 
-// Next-token distribution after `ctx` (fed from scratch).
-std::vector<float> next_dist(test::TinyModel& m, ThreadPool& pool, const std::vector<int32_t>& ctx) {
-    kv::KvCache cache(m.model->kv_options(32, 1));
-    model::ForwardBatch b;
-    model::ForwardResult r;
-    b.add_chain(ctx, 0, 0, false);
-    m.model->forward(b, cache, pool, r);
-    std::vector<float> p;
-    sample::distribution(r.row_logits(0), kV, ctx, sampling(), p);
-    return p;
-}
-
-// Exact P(t2, t3) = sum_t1 p(t1) p(t2 | t1) p(t3 | t1, t2), flattened t2 * kV + t3.
+// Exact joint of the 2nd and 3rd generated tokens (0-based 1 and 2).
 std::vector<double> exact_joint(test::TinyModel& m, ThreadPool& pool) {
-    std::vector<double> joint(kV * kV, 0.0);
-    const auto p1 = next_dist(m, pool, kPrompt);
-    for (int a = 0; a < kV; ++a) {
-        if (p1[a] == 0) continue;
-        auto c1 = kPrompt;
-        c1.push_back(a);
-        const auto p2 = next_dist(m, pool, c1);
-        for (int b = 0; b < kV; ++b) {
-            if (p2[b] == 0) continue;
-            auto c2 = c1;
-            c2.push_back(b);
-            const auto p3 = next_dist(m, pool, c2);
-            for (int c = 0; c < kV; ++c) joint[b * kV + c] += (double)p1[a] * p2[b] * p3[c];
-        }
-    }
-    return joint;
+    return test::exact_pair_joint(*m.model, pool, kPrompt, 1, kV, sampling());
 }
-
-// Pearson chi-square against expected counts; cells expected < 5 are pooled.
-// Returns {statistic, critical value at false-alarm rate 1e-4}.
-std::pair<double, double> chi_square(const std::vector<int>& counts, const std::vector<double>& probs, int n) {
-    double stat = 0, pooled_e = 0;
-    int pooled_o = 0, df = -1;
-    for (size_t i = 0; i < probs.size(); ++i) {
-        const double e = probs[i] * n;
-        if (e < 5) {
-            pooled_e += e;
-            pooled_o += counts[i];
-            continue;
-        }
-        stat += (counts[i] - e) * (counts[i] - e) / e;
-        ++df;
-    }
-    if (pooled_e > 0) {
-        stat += (pooled_o - pooled_e) * (pooled_o - pooled_e) / std::max(pooled_e, 1e-9);
-        ++df;
-    }
-    // Wilson-Hilferty: chi2_df quantile ~ df (1 - 2/(9df) + z sqrt(2/(9df)))^3, z(1-1e-4) = 3.719.
-    const double z = 3.719, a = 2.0 / (9.0 * df);
-    const double crit = df * std::pow(1 - a + z * std::sqrt(a), 3);
-    return {stat, crit};
-}
+using test::chi_square;
 
 enum class Kind { ChainSampled, TreeTopK, TreeSampled, DraftOnly, TreeTopKFast, ChainTopKAdaptive, TreeSampledSubset };
 

@@ -12,6 +12,7 @@
 #include <cstdio>
 
 #include "sched/ssd_scheduler.h"
+#include "unit/distribution_test_support.h"
 #include "unit/spec_test_support.h"
 
 using namespace specdec;
@@ -30,53 +31,9 @@ sample::SamplingParams sampling() {
 }
 
 std::vector<float> next_dist(test::TinyModel& m, ThreadPool& pool, const std::vector<int32_t>& ctx) {
-    kv::KvCache cache(m.model->kv_options(32, 1));
-    model::ForwardBatch b;
-    model::ForwardResult r;
-    b.add_chain(ctx, 0, 0, false);
-    m.model->forward(b, cache, pool, r);
-    std::vector<float> p;
-    sample::distribution(r.row_logits(0), kV, ctx, sampling(), p);
-    return p;
+    return test::next_distribution(*m.model, pool, ctx, kV, sampling());
 }
-
-// Exact joint of generated tokens kFirst and kFirst + 1, by enumeration.
-void enumerate(test::TinyModel& m, ThreadPool& pool, std::vector<int32_t>& ctx, int depth, double prob,
-               std::vector<double>& joint, int prev) {
-    const auto p = next_dist(m, pool, ctx);
-    for (int a = 0; a < kV; ++a) {
-        if (p[a] == 0) continue;
-        if (depth == kFirst + 1) {
-            joint[prev * kV + a] += prob * p[a];
-            continue;
-        }
-        ctx.push_back(a);
-        enumerate(m, pool, ctx, depth + 1, prob * p[a], joint, depth == kFirst ? a : prev);
-        ctx.pop_back();
-    }
-}
-
-std::pair<double, double> chi_square(const std::vector<int>& counts, const std::vector<double>& probs, int n) {
-    double stat = 0, pooled_e = 0;
-    int pooled_o = 0, df = -1;
-    for (size_t i = 0; i < probs.size(); ++i) {
-        const double e = probs[i] * n;
-        if (e < 5) {
-            pooled_e += e;
-            pooled_o += counts[i];
-            continue;
-        }
-        stat += (counts[i] - e) * (counts[i] - e) / e;
-        ++df;
-    }
-    if (pooled_e > 0) {
-        stat += (pooled_o - pooled_e) * (pooled_o - pooled_e) / std::max(pooled_e, 1e-9);
-        ++df;
-    }
-    // Wilson-Hilferty quantile at 1 - 1e-4 (z = 3.719).
-    const double z = 3.719, a = 2.0 / (9.0 * df);
-    return {stat, df * std::pow(1 - a + z * std::sqrt(a), 3)};
-}
+using test::chi_square;
 
 struct Models {
     ThreadPool pool{1};
@@ -132,10 +89,7 @@ Counts sample_ssd(Models& m, const sched::SsdConfig& cfg, int n, bool draft_only
 const std::vector<double>& exact() {
     static std::vector<double> joint = [] {
         Models m;
-        std::vector<double> j(kV * kV, 0.0);
-        std::vector<int32_t> ctx = kPrompt;
-        enumerate(m.target, m.pool, ctx, 0, 1.0, j, 0);
-        return j;
+        return test::exact_pair_joint(*m.target.model, m.pool, kPrompt, kFirst, kV, sampling());
     }();
     return joint;
 }
