@@ -1,5 +1,8 @@
 // Quantized matmul micro-benchmarks: per weight type and shape, n_tok in
-// {1, 4, 16, 64}, 1 and 2 threads. Reports GB/s of weight bytes streamed.
+// {1, 4, 16, 64}, 1 and 2 threads. Reports GB/s of weight bytes streamed and
+// GFLOP/s (2 n_in n_out n_tok), next to the machine's measured read-bandwidth
+// ceiling (BM_memory_read: the most a decode step, which streams every weight
+// once, could reach).
 //
 // Weights rotate over copies totalling SPECDEC_BENCH_MB (default 192 MiB) so
 // that, as in a real decode step, they come from DRAM rather than from cache.
@@ -103,6 +106,9 @@ void BM_matmul(benchmark::State& state) {
         c = (c + 1) % w.n_copies;
     }
     state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)w.matrix_bytes);
+    state.counters["FLOP"] = benchmark::Counter(2.0 * (double)n_in * (double)n_out * (double)n_tok *
+                                                    (double)state.iterations(),
+                                                benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
     state.SetLabel(std::string(specdec::tensor_type_name(type)));
 }
 
@@ -128,5 +134,35 @@ void args(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_matmul)->Apply(args);
+
+// The DRAM read-bandwidth ceiling: every pool worker sums its share of a
+// buffer far larger than the caches (SPECDEC_BENCH_MB x 4), as decode streams
+// the weights. args: threads.
+void BM_memory_read(benchmark::State& state) {
+    ThreadPool& pool = pool_of((int)state.range(0));
+    const char* env = std::getenv("SPECDEC_BENCH_MB");
+    const size_t n = ((size_t)(env ? std::atol(env) : 192) << 22) / sizeof(uint64_t);
+    static std::vector<uint64_t> buf;
+    if (buf.size() != n) {
+        buf.assign(n, 0);
+        for (size_t i = 0; i < n; ++i) buf[i] = i * 0x9E3779B97F4A7C15ull;
+    }
+    std::vector<uint64_t> sums(64, 0);
+    for (auto _ : state) {
+        pool.parallel_for((int64_t)n, 1 << 16, [&](int64_t b, int64_t e, int worker) {
+            uint64_t acc[8] = {};
+            int64_t i = b;
+            for (; i + 8 <= e; i += 8)
+                for (int k = 0; k < 8; ++k) acc[k] += buf[(size_t)(i + k)];
+            for (; i < e; ++i) acc[0] += buf[(size_t)i];
+            uint64_t s = 0;
+            for (uint64_t a : acc) s += a;
+            sums[(size_t)worker % sums.size()] += s;
+        });
+        benchmark::DoNotOptimize(sums.data());
+    }
+    state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)(n * sizeof(uint64_t)));
+}
+BENCHMARK(BM_memory_read)->Arg(1)->Arg(2)->ArgName("threads")->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
