@@ -4,15 +4,12 @@
 #include <chrono>
 
 #include "bench/sys_info.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "runtime/engine.h"
 
 namespace specdec::bench {
 namespace {
-double now_s() {
-    using namespace std::chrono;
-    return duration<double>(steady_clock::now().time_since_epoch()).count();
-}
 
 // A deterministic, ordinary-text workload: a paragraph tokenized and repeated.
 std::vector<int32_t> workload(const runtime::Engine& e, int n) {

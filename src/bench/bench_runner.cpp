@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "bench/sys_info.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "runtime/engine.h"
 #include "core/thread_pool.h"
@@ -24,10 +25,6 @@ namespace specdec::bench {
 namespace fs = std::filesystem;
 
 namespace {
-double now_s() {
-    using namespace std::chrono;
-    return duration<double>(steady_clock::now().time_since_epoch()).count();
-}
 std::string fmt_dur(double s) {
     char b[32];
     if (s >= 3600) std::snprintf(b, sizeof b, "%dh%02dm", (int)(s / 3600), (int)std::fmod(s / 60, 60));

@@ -4,17 +4,11 @@
 #include <chrono>
 #include <thread>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "model/prefill.h"
 
 namespace specdec::runtime {
-namespace {
-double now_s() {
-    using namespace std::chrono;
-    return duration<double>(steady_clock::now().time_since_epoch()).count();
-}
-}  // namespace
-
 std::unique_ptr<Engine> Engine::load(const EngineOptions& opts) {
     auto e = std::unique_ptr<Engine>(new Engine());
     e->opts_ = opts;

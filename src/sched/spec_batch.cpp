@@ -3,18 +3,12 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "model/prefill.h"
 #include "spec/tree_invariants.h"
 
 namespace specdec::sched {
-
-namespace {
-double now_s() {
-    using namespace std::chrono;
-    return duration<double>(steady_clock::now().time_since_epoch()).count();
-}
-}  // namespace
 
 SpecBatch::SpecBatch(const TargetContext& target, spec::ExecMode mode, spec::TraceWriter* trace, Rng* shared_rng)
     : tgt_(target), mode_(mode), trace_(trace), shared_rng_(shared_rng) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "spec/ngram_proposer.h"
@@ -13,10 +14,6 @@
 namespace specdec::sched {
 
 namespace {
-double now_s() {
-    using namespace std::chrono;
-    return duration<double>(steady_clock::now().time_since_epoch()).count();
-}
 // Tokens the processors look at: the tail of the history plus a path. The
 // repetition penalty reads at most repeat_last_n tokens, so the tail suffices.
 void context_of(std::span<const int32_t> hist, std::span<const int32_t> path, int keep, std::vector<int32_t>& out) {

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <memory>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "model/prefill.h"
@@ -11,13 +12,6 @@
 #include "spec/tree_tensors.h"
 
 namespace specdec::sched {
-
-namespace {
-double now_s() {
-    using namespace std::chrono;
-    return duration<double>(steady_clock::now().time_since_epoch()).count();
-}
-}  // namespace
 
 SsdScheduler::SsdScheduler(const TargetContext& target, const DraftContext& draft,
                            const sample::SamplingParams& params, const SsdConfig& cfg, spec::ExecMode mode)
