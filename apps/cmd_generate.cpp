@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "cli_commands.h"
+#include "ssd_cli_options.h"
 #include "core/error.h"
 #include "model/layer_list.h"
 #include "runtime/draft_source.h"
@@ -76,21 +77,8 @@ int cmd_generate(int argc, char** argv) {
     app.add_option("--trace", spec.trace_path, "write one JSON line per round to FILE");
     // SSD (Saguaro): asynchronous draft with a speculation cache.
     sched::SsdConfig ssd;
-    std::string fanout = "geometric", backup = "auto";
-    app.add_option("--ssd-k", ssd.k, "ssd: speculation length K")->check(CLI::Range(1, 64));
-    app.add_option("--fanout", fanout, "ssd: bonus guesses per accept point: geometric or uniform")
-        ->check(CLI::IsMember({"geometric", "uniform"}));
-    app.add_option("--fanout-budget", ssd.fanout_budget, "ssd: cached branches per round (sum of F_k)")
-        ->check(CLI::Range(0, 256));
-    app.add_option("--saguaro-c", ssd.saguaro_c, "ssd: Saguaro down-weighting of cached guesses (1 = off)")
-        ->check(CLI::Range(0.0, 1.0));
-    app.add_option("--backup", backup, "ssd: backup on a cache miss: auto, jit, ngram, random")
-        ->check(CLI::IsMember({"auto", "jit", "ngram", "random"}));
-    app.add_option("--ssd-draft-threads", ssd.draft_threads, "ssd: threads of the draft side")
-        ->check(CLI::Range(1, 256));
-    app.add_option("--ssd-pin-draft", ssd.draft_pin_cpus, "ssd: pin the draft's threads to these CPUs");
-    bool no_interrupt = false;
-    app.add_flag("--ssd-no-interrupt", no_interrupt, "ssd: always finish the cache before answering");
+    SsdCliOptions ssd_cli;
+    ssd_cli.add_to(app, ssd);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -113,9 +101,7 @@ int cmd_generate(int argc, char** argv) {
     eopts.model_path = runtime::resolve_model(model);
     const bool ssd_asked = method == "ssd";  // not a SyncScheduler method
     spec.method = sched::parse_method(ssd_asked ? "chain" : method);
-    ssd.fanout = sched::parse_fanout(fanout);
-    ssd.backup = sched::parse_backup(backup);
-    ssd.interrupt = !no_interrupt;
+    ssd_cli.apply(ssd);
     ssd.ngram_min = spec.ngram_min;
     ssd.ngram_max = spec.ngram_max;
     if (ssd_asked) {

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "cli_commands.h"
+#include "ssd_cli_options.h"
 #include "core/error.h"
 #include "runtime/draft_source.h"
 #include "runtime/engine.h"
@@ -356,19 +357,8 @@ int cmd_serve(int argc, char** argv) {
     app.add_option("--tree-budget", spec.tree_budget, "tree: max nodes incl. the root")->check(CLI::Range(1, 1024));
     // SSD (Saguaro): requests asking for ssd are decoded in cohorts (batch_scheduler.h).
     sched::SsdConfig& ssd = sopts.ssd;
-    std::string fanout = "geometric", backup = "auto";
-    app.add_option("--ssd-k", ssd.k, "ssd: speculation length K (a request's draft_k overrides it)")
-        ->check(CLI::Range(1, 64));
-    app.add_option("--fanout", fanout, "ssd: bonus guesses per accept point: geometric or uniform")
-        ->check(CLI::IsMember({"geometric", "uniform"}));
-    app.add_option("--fanout-budget", ssd.fanout_budget, "ssd: cached branches per sequence and round (sum of F_k)")
-        ->check(CLI::Range(0, 256));
-    app.add_option("--saguaro-c", ssd.saguaro_c, "ssd: Saguaro down-weighting of cached guesses (1 = off)")
-        ->check(CLI::Range(0.0, 1.0));
-    app.add_option("--backup", backup, "ssd: backup on a cache miss: auto, jit, ngram, random")
-        ->check(CLI::IsMember({"auto", "jit", "ngram", "random"}));
-    app.add_option("--ssd-draft-threads", ssd.draft_threads, "ssd: threads of the draft side")
-        ->check(CLI::Range(1, 256));
+    SsdCliOptions ssd_cli;
+    ssd_cli.add_to(app, ssd, "ssd: speculation length K (a request's draft_k overrides it)");
     app.add_option("--host", host, "address to bind (default loopback)");
     app.add_option("--port", port, "port (0: pick a free one and print it)")->check(CLI::Range(0, 65535));
     app.add_option("--api-key", api_key, "require 'Authorization: Bearer KEY' (default: $SPECDEC_API_KEY)");
@@ -386,8 +376,7 @@ int cmd_serve(int argc, char** argv) {
     if (api_key.empty()) {
         if (const char* k = std::getenv("SPECDEC_API_KEY")) api_key = k;
     }
-    ssd.fanout = sched::parse_fanout(fanout);
-    ssd.backup = sched::parse_backup(backup);
+    ssd_cli.apply(ssd);
     ssd.ngram_min = spec.ngram_min;
     ssd.ngram_max = spec.ngram_max;
     ssd.validate();

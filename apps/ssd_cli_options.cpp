@@ -1,0 +1,27 @@
+#include "ssd_cli_options.h"
+
+namespace specdec::cli {
+
+void SsdCliOptions::add_to(CLI::App& app, sched::SsdConfig& ssd, const std::string& k_help) {
+    app.add_option("--ssd-k", ssd.k, k_help)->check(CLI::Range(1, 64));
+    app.add_option("--fanout", fanout_, "ssd: bonus guesses per accept point: geometric or uniform")
+        ->check(CLI::IsMember({"geometric", "uniform"}));
+    app.add_option("--fanout-budget", ssd.fanout_budget, "ssd: cached branches per sequence and round (sum of F_k)")
+        ->check(CLI::Range(0, 256));
+    app.add_option("--saguaro-c", ssd.saguaro_c, "ssd: Saguaro down-weighting of cached guesses (1 = off)")
+        ->check(CLI::Range(0.0, 1.0));
+    app.add_option("--backup", backup_, "ssd: backup on a cache miss: auto, jit, ngram, random")
+        ->check(CLI::IsMember({"auto", "jit", "ngram", "random"}));
+    app.add_option("--ssd-draft-threads", ssd.draft_threads, "ssd: threads of the draft side")
+        ->check(CLI::Range(1, 256));
+    app.add_option("--ssd-pin-draft", ssd.draft_pin_cpus, "ssd: pin the draft's threads to these CPUs");
+    app.add_flag("--ssd-no-interrupt", no_interrupt_, "ssd: always finish the cache before answering");
+}
+
+void SsdCliOptions::apply(sched::SsdConfig& ssd) const {
+    ssd.fanout = sched::parse_fanout(fanout_);
+    ssd.backup = sched::parse_backup(backup_);
+    ssd.interrupt = !no_interrupt_;
+}
+
+}  // namespace specdec::cli
