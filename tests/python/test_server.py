@@ -266,39 +266,46 @@ def test_concurrent_streaming_load(server):
     assert "specdec_mean_batch_size" in m and "specdec_request_latency_seconds_bucket" in m
 
 
+def abandon_stream(port, extra=None):
+    """Raw socket: read the first few SSE chunks of a long streamed chat, then vanish."""
+    body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "Tell me a long story."}],
+                       "max_tokens": 400, "temperature": 0, "stream": True, **(extra or {})})
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    s.sendall((f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+               f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}").encode())
+    got = b""
+    while got.count(b"data: ") < 4:
+        chunk = s.recv(4096)
+        assert chunk
+        got += chunk
+    s.close()
+    return got
+
+
+def check_disconnect_spares_others(srv, prompts, refs, settle_s, quitter_extra=None, stream_kwargs=None):
+    """One client vanishes mid-stream while others stream `prompts` (each with its
+    `stream_kwargs`): theirs equal `refs`, the abandoned sequence is freed within
+    `settle_s` and recorded as a 499."""
+    kwargs = stream_kwargs or [{} for _ in prompts]
+    with ThreadPoolExecutor(len(prompts) + 1) as ex:
+        q = ex.submit(abandon_stream, srv.port, quitter_extra)
+        futs = [ex.submit(stream_chat, srv.client(), p, 24, **kw) for p, kw in zip(prompts, kwargs)]
+        assert b"200 OK" in q.result(timeout=TIMEOUT)
+        for f, ref in zip(futs, refs):
+            assert f.result(timeout=TIMEOUT)[0] == ref
+    deadline = time.time() + settle_s
+    while time.time() < deadline and "specdec_active_sequences 0" not in srv.metrics():
+        time.sleep(0.2)
+    m = srv.metrics()
+    assert "specdec_active_sequences 0" in m
+    assert 'status="499"' in m
+
+
 def test_disconnect_mid_stream_does_not_disturb_others(server):
     c = server.client()
     refs = [c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": p}],
                                       max_tokens=24, temperature=0).choices[0].message.content for p in PROMPTS[:3]]
-
-    def quitter():
-        # Raw socket: read the first few SSE chunks of a long generation, then vanish.
-        body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "Tell me a long story."}],
-                           "max_tokens": 400, "temperature": 0, "stream": True})
-        s = socket.create_connection(("127.0.0.1", server.port), timeout=30)
-        s.sendall((f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
-                   f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}").encode())
-        got = b""
-        while got.count(b"data: ") < 4:
-            chunk = s.recv(4096)
-            assert chunk
-            got += chunk
-        s.close()
-        return got
-
-    with ThreadPoolExecutor(4) as ex:
-        q = ex.submit(quitter)
-        futs = [ex.submit(stream_chat, server.client(), p, 24) for p in PROMPTS[:3]]
-        assert b"200 OK" in q.result(timeout=TIMEOUT)
-        for f, ref in zip(futs, refs):
-            assert f.result(timeout=TIMEOUT)[0] == ref
-    # The abandoned sequence is freed: nothing active for long, 499 recorded.
-    deadline = time.time() + 20
-    while time.time() < deadline and "specdec_active_sequences 0" not in server.metrics():
-        time.sleep(0.2)
-    m = server.metrics()
-    assert "specdec_active_sequences 0" in m
-    assert 'status="499"' in m
+    check_disconnect_spares_others(server, PROMPTS[:3], refs, settle_s=20)
     assert server.health()["status"] == "ok"
 
 
@@ -536,34 +543,9 @@ def test_spec_mixed_concurrent_clients(spec_server):
 
 def test_spec_disconnect_mid_stream_does_not_disturb_others(spec_server):
     refs = [ar_ref(p, 24, chat=True)["text"] for p in PROMPTS[:3]]
-
-    def quitter():
-        body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "Tell me a long story."}],
-                           "max_tokens": 400, "temperature": 0, "stream": True, "specdec": {"method": "chain"}})
-        s = socket.create_connection(("127.0.0.1", spec_server.port), timeout=30)
-        s.sendall((f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
-                   f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}").encode())
-        got = b""
-        while got.count(b"data: ") < 4:
-            chunk = s.recv(4096)
-            assert chunk
-            got += chunk
-        s.close()
-        return got
-
-    with ThreadPoolExecutor(4) as ex:
-        q = ex.submit(quitter)
-        futs = [ex.submit(stream_chat, spec_server.client(), p, 24, **spec_body(m))
-                for p, m in zip(PROMPTS[:3], ["chain", "tree", "ngram"])]
-        assert b"200 OK" in q.result(timeout=TIMEOUT)
-        for f, ref in zip(futs, refs):
-            assert f.result(timeout=TIMEOUT)[0] == ref
-    deadline = time.time() + 20
-    while time.time() < deadline and "specdec_active_sequences 0" not in spec_server.metrics():
-        time.sleep(0.2)
-    m = spec_server.metrics()
-    assert "specdec_active_sequences 0" in m
-    assert 'status="499"' in m
+    check_disconnect_spares_others(spec_server, PROMPTS[:3], refs, settle_s=20,
+                                   quitter_extra={"specdec": {"method": "chain"}},
+                                   stream_kwargs=[spec_body(m) for m in ["chain", "tree", "ngram"]])
     # The freed slot (target and draft sequences) serves a new request correctly.
     assert stream_chat(spec_server.client(), PROMPTS[0], 24, **spec_body("chain"))[0] == refs[0]
 
@@ -694,33 +676,7 @@ def test_ssd_per_request_override_stop_and_mixed(spec_server):
 
 def test_ssd_disconnect_mid_stream_does_not_hang(ssd_server):
     refs = [ar_ref(p, 24, chat=True)["text"] for p in PROMPTS[:2]]
-
-    def quitter():
-        body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "Tell me a long story."}],
-                           "max_tokens": 400, "temperature": 0, "stream": True})
-        s = socket.create_connection(("127.0.0.1", ssd_server.port), timeout=30)
-        s.sendall((f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
-                   f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}").encode())
-        got = b""
-        while got.count(b"data: ") < 4:
-            chunk = s.recv(4096)
-            assert chunk
-            got += chunk
-        s.close()
-        return got
-
-    with ThreadPoolExecutor(3) as ex:
-        q = ex.submit(quitter)
-        futs = [ex.submit(stream_chat, ssd_server.client(), p, 24) for p in PROMPTS[:2]]
-        assert b"200 OK" in q.result(timeout=TIMEOUT)
-        for f, ref in zip(futs, refs):
-            assert f.result(timeout=TIMEOUT)[0] == ref
-    deadline = time.time() + 30
-    while time.time() < deadline and "specdec_active_sequences 0" not in ssd_server.metrics():
-        time.sleep(0.2)
-    m = ssd_server.metrics()
-    assert "specdec_active_sequences 0" in m
-    assert 'status="499"' in m
+    check_disconnect_spares_others(ssd_server, PROMPTS[:2], refs, settle_s=30)
     # The server still answers, with the right output.
     assert stream_chat(ssd_server.client(), PROMPTS[0], 24)[0] == refs[0]
     r = ssd_server.client().chat.completions.create(model=MODEL, messages=[{"role": "user", "content": PROMPTS[1]}],
