@@ -471,27 +471,7 @@ def spec_body(method: str | None, draft_k: int | None = None) -> dict:
 
 @pytest.mark.parametrize("method", [None, *SPEC_METHODS])  # None: the server's default (chain)
 def test_spec_methods_match_generate_ar(spec_server, method):
-    c = spec_server.client()
-    kw = spec_body(method)
-    prompt = "What is the capital of France?"
-    ref = ar_ref(prompt, 24, chat=True)
-    r = c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": prompt}], max_tokens=24,
-                                  temperature=0, **kw)
-    assert r.choices[0].message.content == ref["text"]
-    assert r.choices[0].finish_reason == ref["finish_reason"]
-    assert r.usage.completion_tokens == ref["n_generated"]
-    text, finish, usage = stream_chat(c, prompt, 24, **kw)
-    assert text == ref["text"] and finish == ref["finish_reason"]
-    assert usage.completion_tokens == ref["n_generated"]
-
-    prompt = "The quick brown fox"
-    ref = ar_ref(prompt, 20, chat=False)
-    r = c.completions.create(model=MODEL, prompt=prompt, max_tokens=20, temperature=0, **kw)
-    assert r.choices[0].text == ref["text"]
-    assert r.usage.completion_tokens == ref["n_generated"]
-    pieces = [ch.choices[0].text for ch in c.completions.create(
-        model=MODEL, prompt=prompt, max_tokens=20, temperature=0, stream=True, **kw) if ch.choices]
-    assert "".join(pieces) == ref["text"]
+    check_equals_ar(spec_server.client(), **spec_body(method))
 
 
 def test_spec_per_request_override_and_metrics(spec_server):
