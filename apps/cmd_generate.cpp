@@ -79,6 +79,10 @@ int cmd_generate(int argc, char** argv) {
     sched::SsdConfig ssd;
     SsdCliOptions ssd_cli;
     ssd_cli.add_to(app, ssd);
+    int ssd_target_threads = 0;
+    app.add_option("--ssd-target-threads", ssd_target_threads,
+                   "ssd: threads of the target side (0: -t, or the cores the draft side leaves)")
+        ->check(CLI::Range(0, 256));
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -104,8 +108,14 @@ int cmd_generate(int argc, char** argv) {
     ssd_cli.apply(ssd);
     ssd.ngram_min = spec.ngram_min;
     ssd.ngram_max = spec.ngram_max;
+    ssd.trace_path = spec.trace_path;
+    ssd.vocab_subset_n = spec.vocab_subset_n;
+    ssd.vocab_subset_path = spec.vocab_subset_path;
+    ssd.vocab_corpus_path = spec.vocab_corpus_path;
     if (ssd_asked) {
         ssd.validate();
+        // The thread layout: the target side's threads are the engine's pool.
+        if (ssd_target_threads > 0) eopts.n_threads = ssd_target_threads;
         // The draft side has its own threads: by default the target takes the rest.
         if (eopts.n_threads == 0)
             eopts.n_threads = std::max(1, (int)std::thread::hardware_concurrency() - ssd.draft_threads);
@@ -194,6 +204,14 @@ int cmd_generate(int argc, char** argv) {
                 j["backup"] = sched::backup_name(ssd.backup);
                 j["cache_lookups_k"] = sst.draft.lookups_k;
                 j["cache_hits_k"] = sst.draft.hits_k;
+                nlohmann::json rate_k = nlohmann::json::array();  // null where no lookup had that k
+                for (size_t k = 0; k < sst.draft.lookups_k.size(); ++k)
+                    rate_k.push_back(sst.draft.lookups_k[k] > 0
+                                         ? nlohmann::json((double)sst.draft.hits_k[k] / sst.draft.lookups_k[k])
+                                         : nlohmann::json(nullptr));
+                j["cache_hit_rate_k"] = rate_k;
+                j["cache_lookups"] = sst.draft.lookups;
+                j["cache_hits"] = sst.draft.hits;
                 j["backups"] = {{"jit", sst.draft.jit}, {"ngram", sst.draft.ngram}, {"random", sst.draft.random}};
                 j["draft_tree_s"] = sst.draft.tree_s;
                 j["draft_over_verify"] = sst.draft_over_verify();
@@ -204,6 +222,11 @@ int cmd_generate(int argc, char** argv) {
                 j["miss_exponent"] = sst.draft.miss_exponent;
                 j["tokens_per_round"] = st.mean_accept_len();
                 j["draft_threads"] = ssd.draft_threads;
+                j["target_threads"] = engine->pool().size();
+                j["draft_nice"] = ssd.draft_nice;
+                j["seq_rounds"] = st.seq_rounds;
+                j["emitted"] = st.emitted;
+                if (ssd.vocab_subset_n > 0) j["vocab_subset_n"] = ssd.vocab_subset_n;
             }
         } else {
             j["rounds"] = r.n_generated > 0 ? r.n_generated - 1 : 0;

@@ -14,6 +14,10 @@ void SsdCliOptions::add_to(CLI::App& app, sched::SsdConfig& ssd, const std::stri
         ->check(CLI::IsMember({"auto", "jit", "ngram", "random"}));
     app.add_option("--ssd-draft-threads", ssd.draft_threads, "ssd: threads of the draft side")
         ->check(CLI::Range(1, 256));
+    app.add_option("--ssd-draft-nice", ssd.draft_nice,
+                   "ssd: niceness of the draft's threads (0-19; > 0 lets the target's verification take "
+                   "the cores first when both sides have more threads than there are cores)")
+        ->check(CLI::Range(0, 19));
     app.add_option("--ssd-pin-draft", ssd.draft_pin_cpus, "ssd: pin the draft's threads to these CPUs");
     app.add_flag("--ssd-no-interrupt", no_interrupt_, "ssd: always finish the cache before answering");
 }

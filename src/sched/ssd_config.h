@@ -3,6 +3,7 @@
 // likeliest verification outcomes while the target verifies the current one.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,11 @@ struct SsdConfig {
     // optionally pinned to CPUs (worker i on draft_pin_cpus[i % size]).
     int draft_threads = 1;
     std::vector<int> draft_pin_cpus;
+    // Niceness added to the draft side's threads (0: the target's priority).
+    // With more threads than cores (target T + draft D > cores) a positive
+    // value makes the draft yield the cores to the target's verification and
+    // run in the gaps (sampling, messages, the target's stalls).
+    int draft_nice = 0;
     // Target side: 0 runs it on the target engine's pool; > 0 on a pool of
     // this many threads of its own (the bench splits one thread count between
     // the two sides without reloading the target).
@@ -67,6 +73,12 @@ struct SsdConfig {
     // Testing and ablation: ignore the cache (every round takes the backup).
     bool force_miss = false;
     uint64_t draft_seed = 0x55d;  // the draft's own random stream (xor the request seed)
+    // The draft proposes only the N most frequent target tokens and computes
+    // its LM head over those rows only (0: off); the subset is read from
+    // vocab_subset_path, or built from vocab_corpus_path and saved there.
+    int vocab_subset_n = 0;
+    std::string vocab_subset_path, vocab_corpus_path;
+    std::string trace_path;       // "": no round trace (sched/ssd_trace.h)
 
     void validate() const {
         SPECDEC_CHECK(k >= 1 && k <= 64, "--ssd-k must be in [1, 64], got ", k);
@@ -74,8 +86,10 @@ struct SsdConfig {
                       fanout_budget);
         SPECDEC_CHECK(saguaro_c >= 0.0f && saguaro_c <= 1.0f, "--saguaro-c must be in [0, 1], got ", saguaro_c);
         SPECDEC_CHECK(draft_threads >= 1, "draft threads must be >= 1");
+        SPECDEC_CHECK(draft_nice >= 0 && draft_nice <= 19, "--ssd-draft-nice must be in [0, 19], got ", draft_nice);
         SPECDEC_CHECK(target_threads >= 0, "target threads must be >= 0 (0: the engine's pool)");
         SPECDEC_CHECK(ngram_min >= 1 && ngram_max >= ngram_min, "bad n-gram range");
+        SPECDEC_CHECK(vocab_subset_n >= 0, "--vocab-subset must be >= 0, got ", vocab_subset_n);
     }
 };
 

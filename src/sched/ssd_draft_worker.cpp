@@ -1,5 +1,9 @@
 #include "sched/ssd_draft_worker.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -59,6 +63,14 @@ DraftWorker::DraftWorker(const DraftContext& ctx, const DraftWorkerOptions& opts
     vt_ = opts_.target_n_vocab;
     vd_ = ctx_.model->config().n_vocab;
     SPECDEC_CHECK(vt_ > 0, "SSD: target vocabulary size missing");
+    if (opts_.subset) {
+        SPECDEC_CHECK(opts_.subset->n_target_vocab() == vt_, "SSD: vocabulary subset made for another vocabulary");
+        const int bound = std::min(vt_, vd_);
+        for (int32_t t : opts_.subset->ids())  // ascending
+            if (t < bound) allowed_.push_back(t);
+        SPECDEC_CHECK(!allowed_.empty(), "SSD: the vocabulary subset holds no token the draft has");
+        head_ = std::make_unique<model::LmHeadSubset>(*ctx_.model, allowed_);
+    }
     seqs_.resize(ctx_.cache->n_seq());
     fan_ = est_.fanout(opts_.cfg);
     st_.lookups_k.assign(opts_.cfg.k + 1, 0);
@@ -76,6 +88,10 @@ DraftWorker::~DraftWorker() {
 
 void DraftWorker::loop() {
     try {
+        // Before the pool starts: its threads inherit this thread's niceness.
+        // Best effort (raising one's own niceness needs no privilege).
+        if (opts_.cfg.draft_nice > 0)
+            (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), opts_.cfg.draft_nice);
         ThreadPoolOptions po;
         po.n_threads = opts_.cfg.draft_threads;
         po.pin_cpus = opts_.cfg.draft_pin_cpus;
@@ -90,7 +106,11 @@ void DraftWorker::loop() {
             const bool reply = std::any_of(m.outcomes.begin(), m.outcomes.end(), [](auto& o) { return !o.done; });
             FromDraft r = handle_outcomes(m);
             if (reply) outbox_.push(std::move(r));
+            const double tb = now_s();
+            const int interrupted = st_.interrupted;
             build_caches();
+            last_build_s_ = now_s() - tb;
+            last_build_interrupted_ = st_.interrupted != interrupted;
         }
     } catch (const std::exception& e) {
         // Answer every request with the error until told to stop, so the
@@ -108,10 +128,34 @@ void DraftWorker::loop() {
     pool_.reset();
 }
 
-void DraftWorker::forward() { ctx_.model->forward(batch_, *ctx_.cache, *pool_, result_); }
+void DraftWorker::forward() {
+    if (!head_) {
+        ctx_.model->forward(batch_, *ctx_.cache, *pool_, result_);
+        return;
+    }
+    // No full LM head: capture the last hidden state, apply the subset head to
+    // the rows that want logits (result_ then holds them in row order, as the
+    // full head would).
+    want_rows_.clear();
+    for (int i = 0; i < batch_.size(); ++i)
+        if (batch_.want_logits[i]) want_rows_.push_back(i);
+    std::fill(batch_.want_logits.begin(), batch_.want_logits.end(), 0);
+    batch_.capture_layers.clear();
+    if (!want_rows_.empty()) batch_.capture_layers.push_back(head_->hidden_layer());
+    ctx_.model->forward(batch_, *ctx_.cache, *pool_, result_);
+    if (!want_rows_.empty()) head_->logits(result_.hidden[0].data(), want_rows_, *pool_, result_.logits);
+    for (int i : want_rows_) batch_.want_logits[i] = 1;
+    batch_.capture_layers.clear();
+    result_.logit_rows = want_rows_;
+    result_.n_vocab = head_->size();
+}
 
 void DraftWorker::widen(const float* draft_row, std::vector<float>& out) const {
     out.assign(vt_, -std::numeric_limits<float>::infinity());
+    if (head_) {
+        for (size_t j = 0; j < allowed_.size(); ++j) out[allowed_[j]] = draft_row[j];
+        return;
+    }
     std::copy(draft_row, draft_row + std::min(vt_, vd_), out.begin());
 }
 
@@ -364,7 +408,12 @@ FromDraft DraftWorker::handle_outcomes(const ToDraft& m) {
         const double dt = now_s() - tj;
         jit_s_ = jit_s_ > 0 ? 0.8 * jit_s_ + 0.2 * dt : dt;
     }
-    st_.backup_s += now_s() - tb;
+    reply.backup_s = now_s() - tb;
+    st_.backup_s += reply.backup_s;
+    reply.build_s = last_build_s_;
+    reply.build_interrupted = last_build_interrupted_;
+    last_build_s_ = 0;
+    last_build_interrupted_ = false;
     // Calibrate the switch point from what was measured (JIT time per batch).
     if (st_.lookups >= 8 && verify_s_ > 0 && jit_s_ > 0 && rounds_ > 0) {
         const double ph = (double)st_.hits / st_.lookups;

@@ -13,6 +13,9 @@
 //      goes. Without spare slots every step re-feeds the glue rows and each
 //      branch's path (parent links keep branches invisible to each other).
 //   4. store (k, t) -> (drafts, their proposal distributions).
+// With a vocabulary subset the draft's forwards stop before the LM head and
+// compute logits over the subset's rows only; every draft row is widened to
+// the target vocabulary (-inf, i.e. q = 0, outside the subset).
 // The glue rows always come first in each forward, so after the build the
 // sequence's speculative KV region holds [root, s1..sL] and an outcome k just
 // commits k + 1 of them.
@@ -28,10 +31,12 @@
 #include "core/rng.h"
 #include "kv/kv_cache.h"
 #include "model/forward_batch.h"
+#include "model/lm_head_subset.h"
 #include "model/transformer.h"
 #include "sample/sampler.h"
 #include "sched/ssd_fanout.h"
 #include "sched/ssd_messages.h"
+#include "spec/vocab_subset.h"
 
 namespace specdec {
 class ThreadPool;
@@ -43,12 +48,16 @@ struct DraftContext {
     model::Transformer* model = nullptr;
     kv::KvCache* cache = nullptr;  // one sequence slot per batch sequence
     int prefill_chunk = 256;
+    const spec::VocabSubset* subset = nullptr;  // optional: draft only these tokens (cheaper LM head)
 };
 
 struct DraftWorkerOptions {
     SsdConfig cfg;
     sample::SamplingParams params;
     int target_n_vocab = 0;
+    // Draft only these target tokens, with the LM head computed over their
+    // rows only (model/lm_head_subset.h): cheaper draft forwards. Borrowed.
+    const spec::VocabSubset* subset = nullptr;  // from DraftContext::subset
 };
 
 class DraftWorker {
@@ -108,6 +117,9 @@ private:
     DraftWorkerOptions opts_;
     int vt_ = 0, vd_ = 0;               // target / draft vocabulary
     std::unique_ptr<ThreadPool> pool_;  // created on the worker thread
+    std::vector<int32_t> allowed_;      // subset: draftable ids, ascending (logit column j <-> allowed_[j])
+    std::unique_ptr<model::LmHeadSubset> head_;  // subset LM head (null: the full head)
+    std::vector<int> want_rows_;
     Channel<ToDraft> inbox_;
     Channel<FromDraft> outbox_;
     std::vector<Seq> seqs_;
@@ -124,6 +136,8 @@ private:
     double verify_s_ = 0;               // recent target verification time
     double jit_s_ = 0;                  // recent JIT time (one batched call)
     long emitted_ = 0, rounds_ = 0;     // per-sequence rounds seen, tokens they emitted
+    double last_build_s_ = 0;           // the last cache build (reported with the next reply)
+    bool last_build_interrupted_ = false;
     std::thread thread_;
 };
 

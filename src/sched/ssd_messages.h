@@ -80,6 +80,13 @@ struct DraftSideStats {
 struct FromDraft {
     std::vector<Speculation> specs;
     DraftSideStats stats;
+    // Per-reply draft-side times, for the round traces: the cache build that
+    // ran since the previous reply (it overlapped the target's last
+    // verification) and whether the target's outcome cut it short, and the
+    // backups run for this reply (the target waited for them).
+    double build_s = 0;
+    bool build_interrupted = false;
+    double backup_s = 0;
     std::string error;  // non-empty: the draft side failed
 };
 

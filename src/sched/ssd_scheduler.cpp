@@ -8,14 +8,17 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "model/prefill.h"
+#include "sched/ssd_trace.h"
+#include "sched/vocab_subset_source.h"
 #include "spec/tree_invariants.h"
 #include "spec/tree_tensors.h"
 
 namespace specdec::sched {
 
 SsdScheduler::SsdScheduler(const TargetContext& target, const DraftContext& draft,
-                           const sample::SamplingParams& params, const SsdConfig& cfg, spec::ExecMode mode)
-    : tgt_(target), draft_(draft), params_(params), cfg_(cfg), mode_(mode) {
+                           const sample::SamplingParams& params, const SsdConfig& cfg, spec::ExecMode mode,
+                           spec::TraceWriter* trace)
+    : tgt_(target), draft_(draft), params_(params), cfg_(cfg), mode_(mode), trace_(trace) {
     SPECDEC_CHECK(tgt_.model && tgt_.cache && tgt_.pool, "SSD: target model, cache and pool are required");
     SPECDEC_CHECK(draft_.model && draft_.cache, "SSD: draft model and cache are required");
     cfg_.validate();
@@ -47,6 +50,7 @@ void SsdScheduler::run(const std::vector<std::vector<int32_t>>& prompts, const s
     wo.cfg = cfg_;
     wo.params = params_;
     wo.target_n_vocab = n_vocab;
+    wo.subset = draft_.subset;
     DraftWorker worker(draft_, wo);  // joined on every exit path
     {
         ToDraft m;
@@ -91,6 +95,18 @@ void SsdScheduler::run(const std::vector<std::vector<int32_t>>& prompts, const s
     std::vector<int> row_base;
     std::vector<spec::DraftTree> trees;
     spec::VerifyResult vr;
+    // Round traces: a round's line waits for the next reply, which carries
+    // the time of the cache build that overlapped that round's verification.
+    std::vector<int> seq_round(B, 0), last_k(B, -1);
+    std::vector<SsdRoundRecord> pending, recs;
+    auto flush_pending = [&](double build_s, bool interrupted) {
+        for (SsdRoundRecord& rec : pending) {
+            rec.build_s = build_s;
+            rec.build_interrupted = interrupted;
+            trace_->line(ssd_round_json(rec));
+        }
+        pending.clear();
+    };
     while (expecting) {
         msg.batch_size = (int)std::count(done.begin(), done.end(), 0);
         worker.send(std::move(msg));
@@ -102,6 +118,8 @@ void SsdScheduler::run(const std::vector<std::vector<int32_t>>& prompts, const s
         stats.spec.draft_s += stall;
         if (!r.error.empty()) throw Error(r.error);
         stats.draft = r.stats;
+        if (trace_) flush_pending(r.build_s, r.build_interrupted);
+        recs.assign(r.specs.size(), SsdRoundRecord{});
 
         // One target forward over every sequence's speculation (a chain).
         t = now_s();
@@ -138,8 +156,23 @@ void SsdScheduler::run(const std::vector<std::vector<int32_t>>& prompts, const s
             spec::require_valid_tree(tensors[s], lim, mode_);
             row_base[s] = spec::append_tree_rows(tensors[s], i, batch_);
             stats.spec.drafted += tr.size() - 1;
+            SsdRoundRecord& rec = recs[s];
+            rec.seq = i;
+            rec.round = seq_round[i]++;
+            rec.batch_round = stats.spec.rounds;
+            rec.prefix_len = cache.committed(i);
+            rec.root = sp.root;
+            rec.drafts = sp.tokens;
+            rec.lookup = rec.round > 0;
+            rec.lookup_k = rec.lookup ? std::min(last_k[i], cfg_.k) : -1;
+            rec.hit = sp.hit;
+            rec.backup = sp.backup;
+            rec.fanout = r.stats.fanout;
+            rec.backup_s = r.backup_s;
+            rec.stall_s = stall;
         }
-        stats.spec.tree_s += now_s() - t;
+        const double tree_s = now_s() - t;
+        stats.spec.tree_s += tree_s;
         t = now_s();
         tgt_.model->forward(batch_, cache, *tgt_.pool, result_);
         ++stats.spec.rounds;
@@ -155,7 +188,11 @@ void SsdScheduler::run(const std::vector<std::vector<int32_t>>& prompts, const s
             cache.commit_path(i, vr.path);
             stats.spec.accepted += vr.n_accepted();
             stats.spec.emitted += (int)vr.emitted.size();
+            recs[s].accepted = vr.n_accepted();
+            recs[s].bonus = vr.emitted.back();
+            last_k[i] = vr.n_accepted();
             for (int32_t tok : vr.emitted) {
+                recs[s].emitted.push_back(tok);
                 hist[i].push_back(tok);
                 ++generated[i];
                 if (on_token(i, tok) || generated[i] >= max_new[i]) {
@@ -168,15 +205,21 @@ void SsdScheduler::run(const std::vector<std::vector<int32_t>>& prompts, const s
         const double verify_s = now_s() - t;
         stats.spec.verify_s += verify_s;
         msg.verify_s = verify_s;
+        for (SsdRoundRecord& rec : recs) {
+            rec.tree_s = tree_s;
+            rec.verify_s = verify_s;
+        }
+        if (trace_) pending = std::move(recs);
         expecting = std::any_of(msg.outcomes.begin(), msg.outcomes.end(), [](auto& o) { return !o.done; });
     }
     if (!msg.outcomes.empty()) worker.send(std::move(msg));  // tells the draft which sequences ended
+    if (trace_) flush_pending(-1, false);  // the last build was never reported
     stats.spec.decode_s += now_s() - t_decode;
 }
 
 namespace {
-DraftContext draft_context(runtime::Engine& draft) {
-    return DraftContext{&draft.model(), &draft.cache(), draft.options().prefill_chunk};
+DraftContext draft_context(runtime::Engine& draft, const spec::VocabSubset* subset) {
+    return DraftContext{&draft.model(), &draft.cache(), draft.options().prefill_chunk, subset};
 }
 
 // The target's context: the engine's pool, or one of cfg.target_threads
@@ -188,6 +231,16 @@ TargetContext target_context(runtime::Engine& target, const SsdConfig& cfg, std:
         pool = own.get();
     }
     return TargetContext{&target.model(), &target.cache(), pool, target.options().prefill_chunk};
+}
+
+// The round trace cfg asks for (null: none), its header written.
+std::unique_ptr<spec::TraceWriter> open_trace(const SsdConfig& cfg, const sample::SamplingParams& p,
+                                              const runtime::Engine& target, runtime::Engine& draft,
+                                              const TargetContext& tc) {
+    if (cfg.trace_path.empty()) return nullptr;
+    auto t = std::make_unique<spec::TraceWriter>(cfg.trace_path);
+    t->header(ssd_run_header(cfg, p, target, draft, tc.pool->size()));
+    return t;
 }
 }  // namespace
 
@@ -212,7 +265,9 @@ std::vector<runtime::GenerateResult> generate_ssd_batch(runtime::Engine& target,
     }
     std::unique_ptr<ThreadPool> own_pool;
     const TargetContext tc = target_context(target, cfg, own_pool);
-    SsdScheduler sch(tc, draft_context(draft), params, cfg);
+    const auto subset = load_vocab_subset(cfg.vocab_subset_n, cfg.vocab_subset_path, cfg.vocab_corpus_path, target);
+    const auto trace = open_trace(cfg, params, target, draft, tc);
+    SsdScheduler sch(tc, draft_context(draft, subset.get()), params, cfg, spec::ExecMode::Performance, trace.get());
     SsdStats stats;
     sch.run(prompts, max_new, [&](int i, int32_t tok) { return stops[i].push(tok); }, stats);
     std::vector<runtime::GenerateResult> out(reqs.size());
@@ -239,7 +294,9 @@ runtime::GenerateResult generate_ssd(runtime::Engine& target, runtime::Engine& d
     SPECDEC_CHECK(!prompt.empty(), "the prompt is empty after tokenization");
     std::unique_ptr<ThreadPool> own_pool;
     const TargetContext tc = target_context(target, cfg, own_pool);
-    SsdScheduler sch(tc, draft_context(draft), req.sampling, cfg);
+    const auto subset = load_vocab_subset(cfg.vocab_subset_n, cfg.vocab_subset_path, cfg.vocab_corpus_path, target);
+    const auto trace = open_trace(cfg, req.sampling, target, draft, tc);
+    SsdScheduler sch(tc, draft_context(draft, subset.get()), req.sampling, cfg, spec::ExecMode::Performance, trace.get());
     runtime::StopChecker stop(target.tokenizer(), req);
     bool cancelled = false, stopped = false;
     SsdStats stats;

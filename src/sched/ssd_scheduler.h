@@ -17,6 +17,7 @@
 #include "sched/ssd_config.h"
 #include "sched/ssd_draft_worker.h"
 #include "sched/sync_scheduler.h"
+#include "spec/trace.h"
 #include "spec/verifier.h"
 
 namespace specdec::sched {
@@ -33,7 +34,8 @@ struct SsdStats {
 class SsdScheduler {
 public:
     SsdScheduler(const TargetContext& target, const DraftContext& draft, const sample::SamplingParams& params,
-                 const SsdConfig& cfg, spec::ExecMode mode = spec::ExecMode::Performance);
+                 const SsdConfig& cfg, spec::ExecMode mode = spec::ExecMode::Performance,
+                 spec::TraceWriter* trace = nullptr);
 
     // Same contract as SyncScheduler::run: sequence i in slot i of both caches.
     void run(const std::vector<std::vector<int32_t>>& prompts, const std::vector<int>& max_new,
@@ -47,6 +49,7 @@ private:
     sample::SamplingParams params_;
     SsdConfig cfg_;
     spec::ExecMode mode_;
+    spec::TraceWriter* trace_;  // null: no round trace
     spec::Verifier verifier_;
     model::ForwardBatch batch_;
     model::ForwardResult result_;

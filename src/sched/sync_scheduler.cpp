@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "sched/spec_batch.h"
+#include "sched/vocab_subset_source.h"
 #include "spec/draft_model_proposer.h"
 #include "spec/ngram_proposer.h"
 
@@ -67,34 +68,7 @@ ProposerBundle make_proposer(const SpecConfig& cfg, runtime::Engine& target, run
     }
     SPECDEC_CHECK(draft, "method ", method_name(cfg.method), " needs a draft model (-d DRAFT)");
     const int tv = target.config().n_vocab;
-    if (cfg.vocab_subset_n > 0) {
-        SPECDEC_CHECK(!cfg.vocab_subset_path.empty(), "a vocabulary subset needs a cache file path");
-        if (std::filesystem::exists(cfg.vocab_subset_path)) {
-            b.subset = std::make_unique<spec::VocabSubset>(spec::VocabSubset::load(cfg.vocab_subset_path, tv));
-            SPECDEC_CHECK(b.subset->size() == cfg.vocab_subset_n, cfg.vocab_subset_path, " holds ",
-                          b.subset->size(), " tokens, asked for ", cfg.vocab_subset_n, " (delete it to rebuild)");
-        } else {
-            SPECDEC_CHECK(!cfg.vocab_corpus_path.empty(), "building a vocabulary subset needs a corpus file");
-            std::ifstream in(cfg.vocab_corpus_path);
-            SPECDEC_CHECK(in.good(), "cannot read corpus ", cfg.vocab_corpus_path);
-            std::vector<std::vector<int32_t>> docs;
-            std::string line;
-            // Any JSON line: every string in it is text to count (prompt-set JSONL).
-            std::function<void(const nlohmann::json&)> collect = [&](const nlohmann::json& j) {
-                if (j.is_string()) docs.push_back(target.tokenizer().encode(j.get<std::string>(), false, false));
-                else if (j.is_array() || j.is_object())
-                    for (const auto& v : j) collect(v);
-            };
-            while (std::getline(in, line)) {
-                if (line.empty()) continue;
-                const auto j = nlohmann::json::parse(line, nullptr, false);
-                if (j.is_discarded()) docs.push_back(target.tokenizer().encode(line, false, false));
-                else collect(j);
-            }
-            b.subset = std::make_unique<spec::VocabSubset>(spec::VocabSubset::from_corpus(docs, tv, cfg.vocab_subset_n));
-            b.subset->save(cfg.vocab_subset_path);
-        }
-    }
+    b.subset = load_vocab_subset(cfg.vocab_subset_n, cfg.vocab_subset_path, cfg.vocab_corpus_path, target);
     spec::DraftModelOptions o;
     o.shape = cfg.method == Method::Chain ? spec::DraftShape::Chain : spec::DraftShape::Tree;
     o.chain_k = cfg.draft_k;

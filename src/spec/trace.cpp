@@ -45,6 +45,8 @@ void TraceWriter::round(int seq, int round, const TreeTensors& t, const VerifyRe
     out_ << j.dump() << "\n";
 }
 
+void TraceWriter::line(const nlohmann::json& j) { out_ << j.dump() << "\n"; }
+
 std::string file_hash(const std::string& path) {
     std::FILE* f = std::fopen(path.c_str(), "rb");
     SPECDEC_CHECK(f, "cannot read ", path, " to hash it");

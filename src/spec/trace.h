@@ -31,6 +31,9 @@ public:
     void header(const nlohmann::json& run);
     void round(int seq, int round, const TreeTensors& tree, const VerifyResult& v, const RoundTimes& t,
                bool full_tables);
+    // Any other record, one JSON object per line (it names its own "type"):
+    // the SSD scheduler's rounds (sched/ssd_trace.h).
+    void line(const nlohmann::json& j);
 
 private:
     std::ofstream out_;
