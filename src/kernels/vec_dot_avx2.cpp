@@ -495,7 +495,14 @@ void zmm_q8_0_family(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const u
     }
 }
 
-// Q4_K against Q8_K: as dot_q45_K<false>.
+// Q4_K against Q8_K: as dot_q45_K<false>. Loop order: a super-block's 8
+// unpacked weight vectors (4 chunks x low/high nibbles, both rows) stay in
+// registers while every token runs its whole super-block (16 integer ops)
+// and its epilogue; the 8 per-sub-block scale vectors go through a stack
+// buffer and are read as memory operands of vpdpwssd. That leaves registers
+// for the NT float accumulators without spills, and every shuffle mask is a
+// constant. The integer lanes are exact sums, so visiting chunks token by
+// token instead of chunk by chunk changes no bit.
 template <int NT>
 void zmm_q4_K(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const uint8_t* a,
               size_t a_stride, const ActExtrasLayout& l, float* out0, float* out1) {
@@ -505,12 +512,14 @@ void zmm_q4_K(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const uint8_t*
     const uint8_t* row[NT];
     __m512 acc[NT];
     __m256 acc_m[NT];  // 4 min lanes of row 0, then 4 of row 1
+#pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) {
         row[t] = a + (size_t)t * a_stride;
         acc[t] = _mm512_setzero_ps();
         acc_m[t] = _mm256_setzero_ps();
     }
     const __m512i low4 = _mm512_set1_epi8(0x0F);
+    alignas(64) __m512i s[8];  // sub-block j's scale in every int16 lane of its row's half
     for (int64_t b = 0; b < n_in / QK_K; ++b) {
         const __m128i sm0 = k4_scales_mins(x0[b].scales);
         const __m128i sm1 = k4_scales_mins(x1[b].scales);
@@ -519,119 +528,150 @@ void zmm_q4_K(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const uint8_t*
         // 128-bit lanes: row 0's 8 scales twice, then row 1's twice
         const __m512i sc = join256(_mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm0)),
                                    _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm1)));
-        __m512i sumi[NT];
-        for (int t = 0; t < NT; ++t) sumi[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) s[j] = _mm512_shuffle_epi8(sc, _mm512_broadcast_i64x4(word_bcast_mask(j)));
+        __m512i lo[4], hi[4];
+#pragma GCC unroll 4
         for (int c = 0; c < 4; ++c) {
             const __m512i q = join256(load256(x0[b].qs + 32 * c), load256(x1[b].qs + 32 * c));
-            const __m512i lo = _mm512_and_si512(q, low4);
-            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
-            const __m512i s_lo = _mm512_shuffle_epi8(sc, _mm512_broadcast_i64x4(word_bcast_mask(2 * c)));
-            const __m512i s_hi =
-                _mm512_shuffle_epi8(sc, _mm512_broadcast_i64x4(word_bcast_mask(2 * c + 1)));
-            const size_t q_off = (size_t)b * sizeof(BlockQ8_K) + offsetof(BlockQ8_K, qs) + 64 * c;
-            for (int t = 0; t < NT; ++t) {
-                const uint8_t* yq = row[t] + q_off;
-                sumi[t] = _mm512_dpwssd_epi32(sumi[t], _mm512_maddubs_epi16(lo, bcast256(yq)), s_lo);
-                sumi[t] = _mm512_dpwssd_epi32(sumi[t], _mm512_maddubs_epi16(hi, bcast256(yq + 32)), s_hi);
-            }
+            lo[c] = _mm512_and_si512(q, low4);
+            hi[c] = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
         }
         const __m512 dx = two_halves_f16(x0[b].d, x1[b].d);
         const __m256 dmx = _mm256_cvtph_ps(_mm_set_epi16((short)x1[b].dmin, (short)x1[b].dmin,
                                                          (short)x1[b].dmin, (short)x1[b].dmin,
                                                          (short)x0[b].dmin, (short)x0[b].dmin,
                                                          (short)x0[b].dmin, (short)x0[b].dmin));
+        const size_t q_off = (size_t)b * sizeof(BlockQ8_K) + offsetof(BlockQ8_K, qs);
         const size_t d_off = (size_t)b * sizeof(BlockQ8_K) + offsetof(BlockQ8_K, d);
         const size_t nd_off = l.d_offset + (size_t)b * sizeof(float);
         const size_t e_off = l.e_offset + (size_t)b * 16 * sizeof(int16_t);
+#pragma GCC unroll 16
         for (int t = 0; t < NT; ++t) {
+            const uint8_t* yq = row[t] + q_off;
+            // two independent chains (low and high nibbles) halve the dependent
+            // vpdpwssd latency a token waits on; their exact sum is the same integer
+            __m512i sl = _mm512_setzero_si512(), sh = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; ++c) {
+                sl = _mm512_dpwssd_epi32(sl, _mm512_maddubs_epi16(lo[c], bcast256(yq + 64 * c)), s[2 * c]);
+                sh = _mm512_dpwssd_epi32(sh, _mm512_maddubs_epi16(hi[c], bcast256(yq + 64 * c + 32)),
+                                         s[2 * c + 1]);
+            }
+            const __m512i sumi = _mm512_add_epi32(sl, sh);
             float yd, neg_yd;
             std::memcpy(&yd, row[t] + d_off, sizeof(float));
             std::memcpy(&neg_yd, row[t] + nd_off, sizeof(float));
             const __m256i pm = _mm256_madd_epi16(mins, load256(row[t] + e_off));
             acc_m[t] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(neg_yd), dmx), _mm256_cvtepi32_ps(pm),
                                        acc_m[t]);
-            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(yd), dx), _mm512_cvtepi32_ps(sumi[t]),
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(yd), dx), _mm512_cvtepi32_ps(sumi),
                                      acc[t]);
         }
     }
+#pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) {
         out0[t] = hsum_lo(acc[t]) + hsum4(_mm256_castps256_ps128(acc_m[t]));
         out1[t] = hsum_hi(acc[t]) + hsum4(_mm256_extractf128_ps(acc_m[t], 1));
     }
 }
 
-// Q6_K against Q8_K: as dot_q6_K.
+// Q6_K against Q8_K: as dot_q6_K, in the loop order of zmm_q4_K (a super-
+// block's 8 decoded weight vectors in registers, scale vectors on the
+// stack). The -32 offset term 32 * sum(sc * bsums) starts each token's
+// integer sum as one vpdpwssd of the bsums with the scales times -32 (int16:
+// |sc * 32| <= 4096): the same exact integer as madd, shift and subtract.
 template <int NT>
 void zmm_q6_K(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const uint8_t* a,
               size_t a_stride, const ActExtrasLayout&, float* out0, float* out1) {
     const auto* x0 = reinterpret_cast<const BlockQ6_K*>(w0);
     const auto* x1 = reinterpret_cast<const BlockQ6_K*>(w1);
-    const BlockQ8_K* ys[NT];
+    const uint8_t* row[NT];
     __m512 acc[NT];
+#pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) {
-        ys[t] = reinterpret_cast<const BlockQ8_K*>(a + (size_t)t * a_stride);
+        row[t] = a + (size_t)t * a_stride;
         acc[t] = _mm512_setzero_ps();
     }
     const __m512i low4 = _mm512_set1_epi8(0x0F);
     const __m512i low2 = _mm512_set1_epi8(0x03);
+    alignas(64) __m512i s[8];  // (half, k): scale vector of chunk k of that half
     for (int64_t b = 0; b < n_in / QK_K; ++b) {
         // 16 int16 scales of row 0, then 16 of row 1
         const __m512i sc16 = join256(
             _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x0[b].scales))),
             _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x1[b].scales))));
-        __m512i sumi[NT];
-        for (int t = 0; t < NT; ++t) {
-            const __m512i off = _mm512_madd_epi16(bcast256(ys[t][b].bsums), sc16);
-            sumi[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(off, 5));
-        }
+        const __m512i sc_m32 = _mm512_sub_epi16(_mm512_setzero_si512(), _mm512_slli_epi16(sc16, 5));
         // per half: each 256-bit half's two 128-bit lanes hold its row's 8 scales of that half
         const __m512i sc_half[2] = {_mm512_shuffle_i64x2(sc16, sc16, 0xA0),
                                     _mm512_shuffle_i64x2(sc16, sc16, 0xF5)};
+        __m512i q[8];
+#pragma GCC unroll 2
         for (int half = 0; half < 2; ++half) {
             const __m512i l0 = join256(load256(x0[b].ql + 64 * half), load256(x1[b].ql + 64 * half));
             const __m512i l1 =
                 join256(load256(x0[b].ql + 64 * half + 32), load256(x1[b].ql + 64 * half + 32));
             const __m512i h = join256(load256(x0[b].qh + 32 * half), load256(x1[b].qh + 32 * half));
-            __m512i q[4];
-            q[0] = _mm512_or_si512(_mm512_and_si512(l0, low4),
-                                   _mm512_slli_epi16(_mm512_and_si512(h, low2), 4));
-            q[1] = _mm512_or_si512(_mm512_and_si512(l1, low4),
-                                   _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 2), low2), 4));
-            q[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l0, 4), low4),
-                                   _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 4), low2), 4));
-            q[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l1, 4), low4),
-                                   _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 6), low2), 4));
+            __m512i* qq = q + 4 * half;
+            qq[0] = _mm512_or_si512(_mm512_and_si512(l0, low4),
+                                    _mm512_slli_epi16(_mm512_and_si512(h, low2), 4));
+            qq[1] = _mm512_or_si512(_mm512_and_si512(l1, low4),
+                                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 2), low2), 4));
+            qq[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l0, 4), low4),
+                                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 4), low2), 4));
+            qq[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l1, 4), low4),
+                                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 6), low2), 4));
+#pragma GCC unroll 4
             for (int k = 0; k < 4; ++k) {
-                const __m512i s = _mm512_shuffle_epi8(
+                s[4 * half + k] = _mm512_shuffle_epi8(
                     sc_half[half],
                     _mm512_broadcast_i64x4(_mm256_setr_epi64x(q6_mask(2 * k), q6_mask(2 * k),
                                                               q6_mask(2 * k + 1), q6_mask(2 * k + 1))));
-                for (int t = 0; t < NT; ++t) {
-                    const __m512i p =
-                        _mm512_maddubs_epi16(q[k], bcast256(ys[t][b].qs + 128 * half + 32 * k));
-                    sumi[t] = _mm512_dpwssd_epi32(sumi[t], p, s);
-                }
             }
         }
         const __m512 dx = two_halves_f16(x0[b].d, x1[b].d);
+        const size_t q_off = (size_t)b * sizeof(BlockQ8_K) + offsetof(BlockQ8_K, qs);
+        const size_t bs_off = (size_t)b * sizeof(BlockQ8_K) + offsetof(BlockQ8_K, bsums);
+        const size_t d_off = (size_t)b * sizeof(BlockQ8_K) + offsetof(BlockQ8_K, d);
+#pragma GCC unroll 16
         for (int t = 0; t < NT; ++t) {
-            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, _mm512_set1_ps(ys[t][b].d)),
-                                     _mm512_cvtepi32_ps(sumi[t]), acc[t]);
+            const uint8_t* yq = row[t] + q_off;
+            // two chains (the halves), as in zmm_q4_K; chunk k of half h is elements 128 h + 32 k
+            __m512i s0 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), bcast256(row[t] + bs_off), sc_m32);
+            __m512i s1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; ++k) {
+                s0 = _mm512_dpwssd_epi32(s0, _mm512_maddubs_epi16(q[k], bcast256(yq + 32 * k)), s[k]);
+                s1 = _mm512_dpwssd_epi32(s1, _mm512_maddubs_epi16(q[4 + k], bcast256(yq + 128 + 32 * k)), s[4 + k]);
+            }
+            const __m512i sumi = _mm512_add_epi32(s0, s1);
+            float yd;
+            std::memcpy(&yd, row[t] + d_off, sizeof(float));
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, _mm512_set1_ps(yd)), _mm512_cvtepi32_ps(sumi), acc[t]);
         }
     }
+#pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) {
         out0[t] = hsum_lo(acc[t]);
         out1[t] = hsum_hi(acc[t]);
     }
 }
-
-// Tokens per 2-row micro-kernel call (bounded by the 32 zmm registers: each
-// token keeps a float and an integer accumulator live).
-constexpr int kGroup2 = 8;
+// Tokens per 2-row micro-kernel call. The K-quant kernels keep only the NT
+// float accumulators (and the super-block's 8 weight vectors) in registers,
+// so they take 16 tokens per call: each weight super-block is unpacked once
+// per 16 tokens instead of 8. The legacy kernels stay at 8.
+constexpr int kGroup2Max = 16;
 
 template <template <int> class K2>
 void run_group2(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const uint8_t* at,
                 size_t a_stride, const ActExtrasLayout& l, int64_t n, float* out0, float* out1) {
+    if constexpr (K2<1>::kGroup >= 16) {
+        if (n == 16) return K2<16>::run(n_in, w0, w1, at, a_stride, l, out0, out1);
+    }
+    if (n > 8) {  // 8, then the rest: the kernels between 9 and 15 would only add code
+        K2<8>::run(n_in, w0, w1, at, a_stride, l, out0, out1);
+        return run_group2<K2>(n_in, w0, w1, at + 8 * a_stride, a_stride, l, n - 8, out0 + 8, out1 + 8);
+    }
     switch (n) {
         case 8: K2<8>::run(n_in, w0, w1, at, a_stride, l, out0, out1); break;
         case 7: K2<7>::run(n_in, w0, w1, at, a_stride, l, out0, out1); break;
@@ -650,18 +690,18 @@ template <template <int> class K2>
 void tile2(int64_t n_in, const uint8_t* w, size_t w_stride, int64_t nr, const uint8_t* a,
            size_t a_stride, int64_t nt, float* y, int64_t ldy) {
     constexpr size_t kBlockBytes = 24 << 10;
+    constexpr int64_t kG = K2<1>::kGroup;
     const ActExtrasLayout l = act_extras_layout(K2<1>::kType, n_in);
-    const int64_t rb = nt <= kGroup2 ? nr
-                                     : std::max<int64_t>(2, (int64_t)(kBlockBytes / w_stride) & ~(int64_t)1);
+    const int64_t rb = nt <= kG ? nr : std::max<int64_t>(2, (int64_t)(kBlockBytes / w_stride) & ~(int64_t)1);
     for (int64_t r0 = 0; r0 < nr; r0 += rb) {
         const int64_t r1 = std::min(nr, r0 + rb);
-        for (int64_t t = 0; t < nt; t += kGroup2) {
-            const int64_t g = std::min<int64_t>(kGroup2, nt - t);
+        for (int64_t t = 0; t < nt; t += kG) {
+            const int64_t g = std::min<int64_t>(kG, nt - t);
             const uint8_t* at = a + (size_t)t * a_stride;
             for (int64_t r = r0; r < r1; r += 2) {
                 const bool pair = r + 1 < r1;
                 const uint8_t* w0 = w + (size_t)r * w_stride;
-                float out0[kGroup2], out1[kGroup2];
+                float out0[kGroup2Max], out1[kGroup2Max];
                 run_group2<K2>(n_in, w0, pair ? w0 + w_stride : w0, at, a_stride, l, g, out0, out1);
                 for (int64_t i = 0; i < g; ++i) y[(t + i) * ldy + r] = out0[i];
                 if (pair)
@@ -672,22 +712,27 @@ void tile2(int64_t n_in, const uint8_t* w, size_t w_stride, int64_t nr, const ui
 }
 
 template <int NT> struct Z2Q4_0 {
+    static constexpr int kGroup = 8;
     static constexpr TensorType kType = TensorType::Q4_0;
     static constexpr auto run = zmm_q8_0_family<DecQ4_0, NT>;
 };
 template <int NT> struct Z2Q5_0 {
+    static constexpr int kGroup = 8;
     static constexpr TensorType kType = TensorType::Q5_0;
     static constexpr auto run = zmm_q8_0_family<DecQ5_0, NT>;
 };
 template <int NT> struct Z2Q8_0 {
+    static constexpr int kGroup = 8;
     static constexpr TensorType kType = TensorType::Q8_0;
     static constexpr auto run = zmm_q8_0_family<DecQ8_0, NT>;
 };
 template <int NT> struct Z2Q4_K {
+    static constexpr int kGroup = 16;
     static constexpr TensorType kType = TensorType::Q4_K;
     static constexpr auto run = zmm_q4_K<NT>;
 };
 template <int NT> struct Z2Q6_K {
+    static constexpr int kGroup = 16;
     static constexpr TensorType kType = TensorType::Q6_K;
     static constexpr auto run = zmm_q6_K<NT>;
 };
