@@ -96,23 +96,35 @@ std::string StopChecker::take_stable_text() {
 GenerateResult generate_ar(Engine& engine, const GenerateRequest& req, const TokenCallback& on_text) {
     sample::validate(req.sampling);
     SPECDEC_CHECK(req.max_tokens >= 1, "max tokens must be >= 1, got ", req.max_tokens);
-    GenerateResult res;
     const std::vector<int32_t> prompt = tokenize_request(engine, req);
     SPECDEC_CHECK(!prompt.empty(), "the prompt is empty after tokenization");
-    res.n_prompt = (int)prompt.size();
+    engine.cache().clear(0);
+    const double t0 = now_s();
+    const float* logits = engine.prefill(0, prompt);
+    const double prefill_s = now_s() - t0;
+    GenerateResult res = generate_ar_prefilled(engine, req, prompt, logits, on_text);
+    res.prefill_s = prefill_s;
+    return res;
+}
+
+GenerateResult generate_ar_prefilled(Engine& engine, const GenerateRequest& req, const std::vector<int32_t>& prompt,
+                                     const float* logits, const TokenCallback& on_text) {
+    sample::validate(req.sampling);
+    SPECDEC_CHECK(req.max_tokens >= 1, "max tokens must be >= 1, got ", req.max_tokens);
+    SPECDEC_CHECK(!prompt.empty() && logits, "generate_ar_prefilled: no prompt or no logits");
     const int seq = 0;
-    engine.cache().clear(seq);
+    SPECDEC_CHECK(engine.cache().committed(seq) >= (int)prompt.size(), "generate_ar_prefilled: the cache holds ",
+                  engine.cache().committed(seq), " tokens, the prompt has ", prompt.size());
+    engine.cache().truncate(seq, (int)prompt.size());  // drops an earlier run's answer
+    GenerateResult res;
+    res.n_prompt = (int)prompt.size();
 
     Rng rng(req.sampling.seed);
     std::vector<float> scratch;
     std::vector<int32_t> history = prompt;
     StopChecker stop(engine.tokenizer(), req);
     const int n_vocab = engine.config().n_vocab;
-
-    const double t0 = now_s();
-    const float* logits = engine.prefill(seq, prompt);
     const double t1 = now_s();
-    res.prefill_s = t1 - t0;
 
     model::ForwardBatch batch;
     model::ForwardResult out;

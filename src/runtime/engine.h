@@ -114,4 +114,12 @@ private:
 // Target-only autoregressive decoding in sequence 0 of the engine's cache.
 GenerateResult generate_ar(Engine& engine, const GenerateRequest& req, const TokenCallback& on_text = {});
 
+// The decode half of generate_ar: `prompt` (tokenize_request's) is already
+// committed in sequence 0 (anything after it is dropped) and `logits` are its
+// last token's logits from that prefill. Lets several runs share one prefill
+// (specdec bench decodes every configuration of a turn from one); the tokens
+// are generate_ar's. prefill_s is left 0.
+GenerateResult generate_ar_prefilled(Engine& engine, const GenerateRequest& req, const std::vector<int32_t>& prompt,
+                                     const float* logits, const TokenCallback& on_text = {});
+
 }  // namespace specdec::runtime

@@ -31,7 +31,8 @@ bool SpecBatch::emit(int slot, int32_t tok, const OnToken& on_token) {
 }
 
 int32_t SpecBatch::admit(int slot, const std::vector<int32_t>& prompt, const SlotSpec& spec,
-                         const sample::SamplingParams& params, int max_new, const OnToken& on_token) {
+                         const sample::SamplingParams& params, int max_new, const OnToken& on_token,
+                         const float* prefilled_logits, bool draft_ready) {
     SPECDEC_CHECK(slot >= 0 && slot < (int)slots_.size(), "slot ", slot, " outside the cache's ", slots_.size(),
                   " sequences");
     SPECDEC_CHECK(!slots_[slot].used, "slot ", slot, " is in use (retire it first)");
@@ -46,11 +47,20 @@ int32_t SpecBatch::admit(int slot, const std::vector<int32_t>& prompt, const Slo
     s.params = params;
     s.max_new = max_new;
     s.rng.reseed(params.seed);
-    tgt_.cache->clear(slot);
-    spec.proposer->begin(slot);
+    const float* logits = prefilled_logits;
+    if (logits) {
+        SPECDEC_CHECK(tgt_.cache->committed(slot) >= (int)prompt.size(), "slot ", slot, ": the cache holds ",
+                      tgt_.cache->committed(slot), " tokens, not the ", prompt.size(), "-token prefilled prompt");
+        tgt_.cache->truncate(slot, (int)prompt.size());
+    } else {
+        tgt_.cache->clear(slot);
+    }
+    if (draft_ready) spec.proposer->begin_with_prefix(slot, prompt);
+    else spec.proposer->begin(slot);
     // The same chunked prefill as Engine::prefill, so the first token matches AR exactly.
-    const float* logits = model::prefill_chunked(*tgt_.model, *tgt_.cache, *tgt_.pool, slot, prompt,
-                                                 tgt_.prefill_chunk, batch_, result_);
+    if (!logits)
+        logits = model::prefill_chunked(*tgt_.model, *tgt_.cache, *tgt_.pool, slot, prompt, tgt_.prefill_chunk,
+                                        batch_, result_);
     s.hist = prompt;
     const int32_t tok =
         sample::sample_token(logits, tgt_.model->config().n_vocab, s.hist, s.params, rng_of(s), scratch_);

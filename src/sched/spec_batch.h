@@ -65,8 +65,13 @@ public:
     // Starts `slot` (a free target sequence id): prefill, first token (passed
     // to on_token like every later one), draft prefill. Returns the first
     // token. The slot may be finished at once (stop, max_new == 1).
+    // With prefilled_logits the prompt is already committed in the slot's
+    // target sequence (a shared prefill; anything after it is dropped) and
+    // those are its last token's logits; with draft_ready the proposer's cache
+    // holds the prompt too (Proposer::begin_with_prefix).
     int32_t admit(int slot, const std::vector<int32_t>& prompt, const SlotSpec& spec,
-                  const sample::SamplingParams& params, int max_new, const OnToken& on_token);
+                  const sample::SamplingParams& params, int max_new, const OnToken& on_token,
+                  const float* prefilled_logits = nullptr, bool draft_ready = false);
     // One speculative round for every running slot. A slot finishes when
     // on_token returns true, it reaches max_new, or its context is full.
     StepReport step(const OnToken& on_token);

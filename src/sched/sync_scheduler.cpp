@@ -20,18 +20,21 @@ SyncScheduler::SyncScheduler(const TargetContext& target, spec::Proposer& propos
 }
 
 void SyncScheduler::run(const std::vector<std::vector<int32_t>>& prompts, const std::vector<int>& max_new,
-                        const OnToken& on_token, SpecStats& stats) {
+                        const OnToken& on_token, SpecStats& stats, const Prefilled* pre) {
     const int B = (int)prompts.size();
     SPECDEC_CHECK(B >= 1 && B <= tgt_.cache->n_seq(), "batch of ", B, " sequences, the cache holds ",
                   tgt_.cache->n_seq());
     SPECDEC_CHECK((int)max_new.size() == B, "scheduler: one max_new per sequence");
+    SPECDEC_CHECK(!pre || (int)pre->logits.size() == B, "scheduler: one prefilled logits row per sequence");
     // One Rng for every draw, in sequence order: the same stream as before the
     // loop became a SpecBatch, so seeded runs reproduce.
     Rng rng(params_.seed);
     SpecBatch sb(tgt_, opts_.mode, trace_, &rng);
     const SlotSpec spec{&proposer_, opts_.tree_budget, opts_.tree_depth, opts_.distinct_siblings};
     // Sequence i of the batch lives in slot i; all are admitted before round 0.
-    for (int i = 0; i < B; ++i) sb.admit(i, prompts[i], spec, params_, max_new[i], on_token);
+    for (int i = 0; i < B; ++i)
+        sb.admit(i, prompts[i], spec, params_, max_new[i], on_token, pre ? pre->logits[i] : nullptr,
+                 pre && pre->draft_ready);
     while (sb.any_running()) sb.step(on_token);
     const SpecStats& s = sb.stats();
     stats.rounds += s.rounds;
@@ -134,7 +137,8 @@ nlohmann::json run_header(const SpecConfig& cfg, const runtime::Engine& target, 
 
 std::vector<runtime::GenerateResult> generate_speculative_batch(runtime::Engine& target, runtime::Engine* draft,
                                                                 const std::vector<runtime::GenerateRequest>& reqs,
-                                                                const SpecConfig& cfg, SpecStats* stats_out) {
+                                                                const SpecConfig& cfg, SpecStats* stats_out,
+                                                                const Prefilled* pre) {
     SPECDEC_CHECK(!reqs.empty(), "no requests");
     const sample::SamplingParams& params = reqs[0].sampling;
     sample::validate(params);
@@ -160,7 +164,7 @@ std::vector<runtime::GenerateResult> generate_speculative_batch(runtime::Engine&
     TargetContext tc{&target.model(), &target.cache(), &target.pool(), target.options().prefill_chunk};
     SyncScheduler sch(tc, *pb.proposer, params, scheduler_options(cfg), trace.get());
     SpecStats stats;
-    sch.run(prompts, max_new, [&](int i, int32_t tok) { return stops[i].push(tok); }, stats);
+    sch.run(prompts, max_new, [&](int i, int32_t tok) { return stops[i].push(tok); }, stats, pre);
     std::vector<runtime::GenerateResult> out(reqs.size());
     for (size_t i = 0; i < reqs.size(); ++i) {
         auto& r = out[i];
@@ -178,7 +182,8 @@ std::vector<runtime::GenerateResult> generate_speculative_batch(runtime::Engine&
 
 runtime::GenerateResult generate_speculative(runtime::Engine& target, runtime::Engine* draft,
                                              const runtime::GenerateRequest& req, const SpecConfig& cfg,
-                                             SpecStats* stats_out, const runtime::TokenCallback& on_text) {
+                                             SpecStats* stats_out, const runtime::TokenCallback& on_text,
+                                             const Prefilled* pre) {
     sample::validate(req.sampling);
     SPECDEC_CHECK(req.max_tokens >= 1, "max tokens must be >= 1, got ", req.max_tokens);
     const std::vector<int32_t> prompt = runtime::tokenize_request(target, req);
@@ -203,7 +208,7 @@ runtime::GenerateResult generate_speculative(runtime::Engine& target, runtime::E
                 }
                 return stopped || cancelled;
             },
-            stats);
+            stats, pre);
     runtime::GenerateResult res;
     res.n_prompt = (int)prompt.size();
     res.text = stop.text();

@@ -46,6 +46,17 @@ struct SpecStats {
     double mean_accept_len() const { return seq_rounds ? (double)emitted / seq_rounds : 0.0; }
 };
 
+// Prompts already in the caches (a prefill shared by several runs: specdec
+// bench decodes every configuration of a turn from one prefill). Sequence i's
+// target cache holds prompt i committed (what follows it is dropped) and
+// logits[i] are its last token's logits from the chunked prefill (so the first
+// token is AR's); with draft_ready the draft cache's sequence i holds the
+// prompt too.
+struct Prefilled {
+    std::vector<const float*> logits;
+    bool draft_ready = false;
+};
+
 // Called for every generated token of sequence `i` (batch index); returns true
 // when that sequence must stop after this token.
 using OnToken = std::function<bool(int i, int32_t token)>;
@@ -65,10 +76,11 @@ public:
     SyncScheduler(const TargetContext& target, spec::Proposer& proposer, const sample::SamplingParams& params,
                   const SchedulerOptions& opts, spec::TraceWriter* trace = nullptr);
 
-    // Prefills each prompt into its own sequence, then decodes until every
-    // sequence has stopped (on_token) or produced max_new tokens.
+    // Prefills each prompt into its own sequence (unless `pre` says it is
+    // there), then decodes until every sequence has stopped (on_token) or
+    // produced max_new tokens.
     void run(const std::vector<std::vector<int32_t>>& prompts, const std::vector<int>& max_new,
-             const OnToken& on_token, SpecStats& stats);
+             const OnToken& on_token, SpecStats& stats, const Prefilled* pre = nullptr);
 
 private:
     TargetContext tgt_;
@@ -82,12 +94,14 @@ private:
 // result as runtime::generate_ar. `draft` is required for chain and tree.
 runtime::GenerateResult generate_speculative(runtime::Engine& target, runtime::Engine* draft,
                                              const runtime::GenerateRequest& req, const SpecConfig& cfg,
-                                             SpecStats* stats = nullptr, const runtime::TokenCallback& on_text = {});
+                                             SpecStats* stats = nullptr, const runtime::TokenCallback& on_text = {},
+                                             const Prefilled* pre = nullptr);
 
 // Several requests decoded together (one target forward per round for all).
 std::vector<runtime::GenerateResult> generate_speculative_batch(runtime::Engine& target, runtime::Engine* draft,
                                                                 const std::vector<runtime::GenerateRequest>& reqs,
-                                                                const SpecConfig& cfg, SpecStats* stats = nullptr);
+                                                                const SpecConfig& cfg, SpecStats* stats = nullptr,
+                                                                const Prefilled* pre = nullptr);
 
 // The proposer a config asks for, with what it borrows (a vocabulary subset).
 struct ProposerBundle {

@@ -61,6 +61,19 @@ void DraftModelProposer::begin(int seq) {
     cache_.clear(seq);
 }
 
+// The draft cache already holds the prefix: remember it so prefill() and the
+// first propose read only what follows. Windowed drafts re-read their window
+// themselves, so they start empty.
+void DraftModelProposer::begin_with_prefix(int seq, std::span<const int32_t> prefix) {
+    if (opts_.window > 0 || cache_.committed(seq) < (int)prefix.size()) {
+        begin(seq);
+        return;
+    }
+    known_[seq].assign(prefix.begin(), prefix.end());
+    wstart_[seq] = 0;
+    cache_.truncate(seq, (int)prefix.size());
+}
+
 // Reads history[0, H-1) into the draft cache in chunks (the root is fed by
 // the first propose, with the drafts). Windowed drafts leave it to propose.
 void DraftModelProposer::prefill(int seq, std::span<const int32_t> history) {

@@ -82,6 +82,7 @@ public:
     DraftModelProposer(model::Transformer& model, kv::KvCache& cache, ThreadPool& pool,
                        const DraftModelOptions& opts);
     void begin(int seq) override;
+    void begin_with_prefix(int seq, std::span<const int32_t> prefix) override;
     void prefill(int seq, std::span<const int32_t> history) override;
     void propose(std::span<const ProposeInput> in, std::span<DraftTree> out, Rng& rng) override;
     double last_forward_s() const override { return forward_s_; }

@@ -23,6 +23,10 @@ public:
     virtual ~Proposer() = default;
     // A sequence starts (or restarts) with an empty state.
     virtual void begin(int seq) {}
+    // Instead of begin: the sequence starts and the proposer's own cache (if
+    // it has one) already holds `prefix` committed in that sequence (a prefill
+    // shared by several runs). A proposer without such a cache just begins.
+    virtual void begin_with_prefix(int seq, std::span<const int32_t> prefix) { begin(seq); }
     // Optional, after begin: read the sequence's history (its last token is the
     // next root) ahead of the first propose, so that the prompt is processed
     // in the prefill phase rather than inside the first decode round.
