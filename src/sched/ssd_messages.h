@@ -29,6 +29,7 @@ namespace specdec::sched {
 struct DraftBegin {
     int seq = 0;
     std::vector<int32_t> prompt;
+    bool in_cache = false;  // the draft cache already holds the prompt (a shared prefill)
 };
 
 // The result of verifying the last speculation of a sequence.

@@ -31,7 +31,7 @@ const float* SsdScheduler::prefill(int seq, const std::vector<int32_t>& tokens) 
 }
 
 void SsdScheduler::run(const std::vector<std::vector<int32_t>>& prompts, const std::vector<int>& max_new,
-                       const OnToken& on_token, SsdStats& stats) {
+                       const OnToken& on_token, SsdStats& stats, const Prefilled* pre) {
     kv::KvCache& cache = *tgt_.cache;
     const int B = (int)prompts.size();
     const int n_vocab = tgt_.model->config().n_vocab;
@@ -55,7 +55,7 @@ void SsdScheduler::run(const std::vector<std::vector<int32_t>>& prompts, const s
     {
         ToDraft m;
         m.kind = ToDraft::Kind::Begin;
-        for (int i = 0; i < B; ++i) m.begins.push_back({i, prompts[i]});
+        for (int i = 0; i < B; ++i) m.begins.push_back({i, prompts[i], pre && pre->draft_ready});
         worker.send(std::move(m));  // the draft prefills while the target does
     }
     // The next outcome message; returns whether a reply is due.
@@ -77,8 +77,15 @@ void SsdScheduler::run(const std::vector<std::vector<int32_t>>& prompts, const s
     ToDraft msg;
     bool expecting = false;
     for (int i = 0; i < B; ++i) {
-        cache.clear(i);
-        const float* logits = prefill(i, prompts[i]);
+        const float* logits = pre ? pre->logits.at(i) : nullptr;
+        if (logits) {
+            SPECDEC_CHECK(cache.committed(i) >= (int)prompts[i].size(), "SSD: sequence ", i,
+                          " does not hold its prefilled prompt");
+            cache.truncate(i, (int)prompts[i].size());
+        } else {
+            cache.clear(i);
+            logits = prefill(i, prompts[i]);
+        }
         hist[i] = prompts[i];
         const int32_t tok = sample::sample_token(logits, n_vocab, hist[i], params_, rng, scratch);
         hist[i].push_back(tok);
@@ -246,7 +253,8 @@ std::unique_ptr<spec::TraceWriter> open_trace(const SsdConfig& cfg, const sample
 
 std::vector<runtime::GenerateResult> generate_ssd_batch(runtime::Engine& target, runtime::Engine& draft,
                                                         const std::vector<runtime::GenerateRequest>& reqs,
-                                                        const SsdConfig& cfg, SsdStats* stats_out) {
+                                                        const SsdConfig& cfg, SsdStats* stats_out,
+                                                        const Prefilled* pre) {
     SPECDEC_CHECK(!reqs.empty(), "no requests");
     const sample::SamplingParams& params = reqs[0].sampling;
     sample::validate(params);
@@ -269,7 +277,7 @@ std::vector<runtime::GenerateResult> generate_ssd_batch(runtime::Engine& target,
     const auto trace = open_trace(cfg, params, target, draft, tc);
     SsdScheduler sch(tc, draft_context(draft, subset.get()), params, cfg, spec::ExecMode::Performance, trace.get());
     SsdStats stats;
-    sch.run(prompts, max_new, [&](int i, int32_t tok) { return stops[i].push(tok); }, stats);
+    sch.run(prompts, max_new, [&](int i, int32_t tok) { return stops[i].push(tok); }, stats, pre);
     std::vector<runtime::GenerateResult> out(reqs.size());
     for (size_t i = 0; i < reqs.size(); ++i) {
         auto& r = out[i];
@@ -287,7 +295,7 @@ std::vector<runtime::GenerateResult> generate_ssd_batch(runtime::Engine& target,
 
 runtime::GenerateResult generate_ssd(runtime::Engine& target, runtime::Engine& draft,
                                      const runtime::GenerateRequest& req, const SsdConfig& cfg, SsdStats* stats_out,
-                                     const runtime::TokenCallback& on_text) {
+                                     const runtime::TokenCallback& on_text, const Prefilled* pre) {
     sample::validate(req.sampling);
     SPECDEC_CHECK(req.max_tokens >= 1, "max tokens must be >= 1, got ", req.max_tokens);
     const std::vector<int32_t> prompt = runtime::tokenize_request(target, req);
@@ -309,7 +317,7 @@ runtime::GenerateResult generate_ssd(runtime::Engine& target, runtime::Engine& d
                 }
                 return stopped || cancelled;
             },
-            stats);
+            stats, pre);
     runtime::GenerateResult res;
     res.n_prompt = (int)prompt.size();
     res.text = stop.text();

@@ -37,9 +37,10 @@ public:
                  const SsdConfig& cfg, spec::ExecMode mode = spec::ExecMode::Performance,
                  spec::TraceWriter* trace = nullptr);
 
-    // Same contract as SyncScheduler::run: sequence i in slot i of both caches.
+    // Same contract as SyncScheduler::run: sequence i in slot i of both caches
+    // (`pre`: the prompts are already there).
     void run(const std::vector<std::vector<int32_t>>& prompts, const std::vector<int>& max_new,
-             const OnToken& on_token, SsdStats& stats);
+             const OnToken& on_token, SsdStats& stats, const Prefilled* pre = nullptr);
 
 private:
     const float* prefill(int seq, const std::vector<int32_t>& tokens);
@@ -60,10 +61,12 @@ private:
 // and at least the target's context.
 runtime::GenerateResult generate_ssd(runtime::Engine& target, runtime::Engine& draft,
                                      const runtime::GenerateRequest& req, const SsdConfig& cfg,
-                                     SsdStats* stats = nullptr, const runtime::TokenCallback& on_text = {});
+                                     SsdStats* stats = nullptr, const runtime::TokenCallback& on_text = {},
+                                     const Prefilled* pre = nullptr);
 
 std::vector<runtime::GenerateResult> generate_ssd_batch(runtime::Engine& target, runtime::Engine& draft,
                                                         const std::vector<runtime::GenerateRequest>& reqs,
-                                                        const SsdConfig& cfg, SsdStats* stats = nullptr);
+                                                        const SsdConfig& cfg, SsdStats* stats = nullptr,
+                                                        const Prefilled* pre = nullptr);
 
 }  // namespace specdec::sched
