@@ -83,10 +83,60 @@ int cmd_bench(int argc, char** argv) {
     app.add_flag("--llamacpp", o.llamacpp, "also run llama.cpp (llama-cpp-python) on the same workload");
     app.add_flag("--plots", o.plots, "draw PNG plots with tools/plot_bench.py");
     app.add_flag("-q,--quiet", o.quiet, "no progress display");
+    app.add_option("--order", o.order, "prompt sets: 'turn' runs every configuration back to back on each turn "
+                   "(paired, one shared prefill per turn), 'config' each configuration over all turns")
+        ->check(CLI::IsMember({"turn", "config"}));
+    bool no_shared_prefill = false;
+    app.add_flag("--no-shared-prefill", no_shared_prefill,
+                 "turn order: every configuration prefills the turn's prompt itself");
+    app.add_flag("--resume", o.resume, "go on with OUT_DIR/checkpoint*.jsonl: skip the units it holds (refused "
+                 "if the options, models or prompts differ)");
+    std::string shard;
+    app.add_option("--shard", shard, "I/N: run only conversations with index % N == I-1 (own checkpoint file; "
+                   "the report merges every shard's)");
+    app.add_option("--stop-after", o.stop_after, "stop after this many units (turn x batch of conversations) "
+                   "and write the report so far; --resume goes on")->check(CLI::NonNegativeNumber);
+    app.add_option("--protocol", o.protocol, "preset: 'eagle' = every HumanEval problem + as many two-turn ShareGPT "
+                   "chats, all methods, llama.cpp baselines, plots, --resume (explicit options win)")
+        ->check(CLI::IsMember({"eagle"}));
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
         return app.exit(e);
+    }
+    o.shared_prefill = !no_shared_prefill;
+    if (!shard.empty()) {
+        const size_t slash = shard.find('/');
+        const auto ints = slash == std::string::npos
+                              ? std::vector<int>{}
+                              : std::vector<int>{parse_int_list(shard.substr(0, slash), "--shard")[0],
+                                                 parse_int_list(shard.substr(slash + 1), "--shard")[0]};
+        SPECDEC_CHECK(ints.size() == 2 && ints[1] >= 1 && ints[0] >= 1 && ints[0] <= ints[1], "--shard '", shard,
+                      "': expected I/N with 1 <= I <= N");
+        o.shard_i = ints[0] - 1;
+        o.shard_n = ints[1];
+    }
+    if (o.protocol == "eagle") {
+        // The EAGLE-style protocol (issue #7): all 164 HumanEval problems and
+        // 164 two-turn ShareGPT conversations (492 turns), greedy, every
+        // method on the same cores, llama.cpp AR and prompt lookup.
+        const auto unset = [&](const char* opt) { return app.count(opt) == 0; };
+        if (unset("--set") && unset("--prompts")) sets = "humaneval,sharegpt";
+        if (unset("--limit")) o.limit = 164;
+        if (unset("--max-turns")) o.max_turns = 2;
+        if (unset("--method")) methods = "ar,chain,tree,ngram,ssd";
+        if (unset("--n-predict")) o.n_predict = 64;
+        if (unset("--draft-k")) ks = "4";
+        if (unset("--tree-budget")) budgets = "8";
+        if (unset("--tree-depth")) depths = "5";
+        if (unset("--tree-topk")) topks = "2";
+        if (unset("--tree-width")) o.tree_width = 1;
+        if (unset("--ssd-k")) ssd_ks = "4";
+        if (unset("--warmup")) o.warmup = 1;
+        o.chat = true;
+        o.llamacpp = true;
+        o.plots = true;
+        o.resume = true;
     }
     o.methods = parse_string_list(methods);
     SPECDEC_CHECK(!o.methods.empty(), "--method: empty list");
@@ -168,7 +218,10 @@ int cmd_bench(int argc, char** argv) {
                          {"fanout", o.fanout},         {"saguaro_c", o.saguaro_c},
                          {"fanout_budget", o.fanout_budget}, {"ssd_backup", o.ssd_backup},
                          {"ssd_draft_threads", o.draft_threads}, {"vocab_subset", o.vocab_subset},
-                         {"vocab_subset_file", o.vocab_subset_file}, {"vocab_corpus", o.vocab_corpus}};
+                         {"vocab_subset_file", o.vocab_subset_file}, {"vocab_corpus", o.vocab_corpus},
+                         {"order", o.order},           {"shared_prefill", o.order == "turn" && o.shared_prefill},
+                         {"resume", o.resume},         {"shard", std::to_string(o.shard_i + 1) + "/" + std::to_string(o.shard_n)},
+                         {"stop_after", o.stop_after}, {"protocol", o.protocol},      {"quiet", o.quiet}};
     r.meta["seeds"] = {{"sampling", o.seed}};
     r.meta["argv"] = o.argv;
 
@@ -190,12 +243,18 @@ int cmd_bench(int argc, char** argv) {
         r.opts = o;
         r.conversations = std::move(convs);
         run_sweep(r);
+        r.meta["run"] = {{"order", o.order},
+                         {"shared_prefill", o.order == "turn" && o.shared_prefill},
+                         {"units_run", r.units_run},
+                         {"units_resumed", r.units_resumed},
+                         {"stopped", r.stopped},
+                         {"checkpoint_fingerprint_sha256", sha256_hex(r.fingerprint.dump())}};
     }
     for (const auto& m : o.methods) {
         std::string why;
         if (!method_available(m, o, &why)) r.unavailable[m] = why;
     }
-    if (o.llamacpp) run_llamacpp(r, root);
+    if (o.llamacpp && !r.stopped) run_llamacpp(r, root);
     compute_speedups(r);
     write_reports(r);
     std::cout << markdown(r);

@@ -19,7 +19,9 @@ Timing: micro prefill = llama.eval(P tokens) after a reset; micro decode = D
 single-token llama.eval calls with fixed tokens (no sampling, same tokens as
 specdec).  Prompt mode: Llama.generate() on the exact prompt token ids specdec
 used; prefill = time to the first token, decode = first token to last
-(decode tok/s = generated / decode, as specdec).  Prompt-lookup speculation is
+(decode tok/s = generated / decode, as specdec).  --checkpoint FILE makes the
+prompt mode resumable: each finished record is appended to FILE at once, and
+records already there are reused instead of run again.  Prompt-lookup speculation is
 llama_cpp.llama_speculative.LlamaPromptLookupDecoding passed as draft_model.
 """
 
@@ -106,13 +108,40 @@ def generate_turn(llm, tokens, n_predict, temp, eog, ignore_eos, seed):
     return n, t_first - t0, t_end - t_first, finish
 
 
-def run_prompts(inp: dict, quiet: bool) -> dict:
+def read_checkpoint(path: str | None) -> dict:
+    """(method, threads, temp, conv, turn) -> record, from a JSONL checkpoint
+    (a torn last line, from a run killed mid-write, is ignored)."""
+    done = {}
+    if not path:
+        return done
+    try:
+        with open(path) as f:
+            lines = [l for l in f.read().splitlines() if l.strip()]
+    except FileNotFoundError:
+        return done
+    for i, line in enumerate(lines):
+        try:
+            j = json.loads(line)
+        except json.JSONDecodeError:
+            if i + 1 == len(lines):
+                break
+            raise
+        r = j["rec"]
+        done[(j["method"], j["threads"], j["temp"], r["conv"], r["turn"])] = r
+    return done
+
+
+def run_prompts(inp: dict, quiet: bool, checkpoint: str | None = None) -> dict:
+    """Every turn for each method, thread count and temperature. With a
+    checkpoint, each finished record is appended to it at once and the
+    records it already holds are not run again (a stopped run resumes)."""
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
     runs = []
     eog = set(inp.get("eog", []))
     turns = inp["turns"]
     reps = max(1, inp.get("reps", 1))
+    done = read_checkpoint(checkpoint)
     for t in inp["threads"]:
         for method in ("llamacpp-ar", "llamacpp-pld"):
             draft = None
@@ -122,13 +151,19 @@ def run_prompts(inp: dict, quiet: bool) -> dict:
                 g = int(inp.get("pld_max_ngram_size", 2))
                 draft = LlamaPromptLookupDecoding(max_ngram_size=g, num_pred_tokens=k)
                 extra = {"num_pred_tokens": k, "max_ngram_size": g}
-            llm = load(inp["model"], t, inp["n_ctx"], draft)
+            pending = any((method, t, temp, tr["conv"], tr["turn"]) not in done
+                          for temp in inp["temps"] for tr in turns)
+            llm = load(inp["model"], t, inp["n_ctx"], draft) if pending else None
             for temp in inp["temps"]:
-                for _ in range(int(inp.get("warmup", 0))):
-                    if turns:
-                        generate_turn(llm, turns[0]["tokens"], inp["n_predict"], temp, eog, inp["ignore_eos"], inp["seed"])
+                todo = [tr for tr in turns if (method, t, temp, tr["conv"], tr["turn"]) not in done]
+                for _ in range(int(inp.get("warmup", 0)) if todo else 0):
+                    generate_turn(llm, turns[0]["tokens"], inp["n_predict"], temp, eog, inp["ignore_eos"], inp["seed"])
                 recs = []
                 for i, tr in enumerate(turns):
+                    key = (method, t, temp, tr["conv"], tr["turn"])
+                    if key in done:
+                        recs.append(done[key])
+                        continue
                     decs, pres = [], []
                     for _ in range(reps):
                         n, pre, dec, fin = generate_turn(llm, tr["tokens"], inp["n_predict"], temp, eog,
@@ -139,10 +174,15 @@ def run_prompts(inp: dict, quiet: bool) -> dict:
                     recs.append({"conv": tr["conv"], "turn": tr["turn"], "n_prompt": len(tr["tokens"]),
                                  "n_generated": n, "prefill_s": statistics.median(pres), "decode_s": d,
                                  "rep_decode_s": decs, "finish_reason": fin})
+                    if checkpoint:
+                        with open(checkpoint, "a") as f:
+                            f.write(json.dumps({"method": method, "threads": t, "temp": temp, **extra,
+                                                "rec": recs[-1]}) + "\n")
                     log(quiet, f"[{i + 1}/{len(turns)}] {method} t={t} T={temp}: "
                                f"{n / d if d > 0 else 0:.1f} tok/s")
                 runs.append({"method": method, "threads": t, "temp": temp, **extra, "records": recs})
-            del llm
+            if llm is not None:
+                del llm
     return {"runs": runs}
 
 
@@ -151,12 +191,14 @@ def main(argv=None) -> int:
     ap.add_argument("--input", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--checkpoint", help="prompt mode: JSONL of finished records, appended as they finish; "
+                                         "records already in it are not run again")
     args = ap.parse_args(argv)
     with open(args.input) as f:
         inp = json.load(f)
     import llama_cpp
 
-    out = run_micro(inp, args.quiet) if "micro" in inp else run_prompts(inp, args.quiet)
+    out = run_micro(inp, args.quiet) if "micro" in inp else run_prompts(inp, args.quiet, args.checkpoint)
     out["llama_cpp_python_version"] = llama_cpp.__version__
     out["model"] = inp["model"]
     with open(args.out, "w") as f:

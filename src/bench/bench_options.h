@@ -54,6 +54,17 @@ struct BenchOptions {
     std::string mode = "performance";
     std::string trace_dir;              // per-turn traces of the speculative methods
     bool skip_unavailable = false;
+    // Run order and resumption (prompt-set mode).
+    // "turn": every configuration of a group runs back to back on each turn
+    // (paired: a turn's speedup compares runs seconds apart), from one shared
+    // prefill of the turn's prompt; "config": each configuration over every
+    // turn, each run prefilling for itself (the older order).
+    std::string order = "turn";
+    bool shared_prefill = true;         // turn order: prefill each turn once for all configurations
+    bool resume = false;                // skip the units OUT/checkpoint*.jsonl already holds
+    int shard_i = 0, shard_n = 1;       // run only conversations with index % shard_n == shard_i
+    int stop_after = 0;                 // stop after this many units of work (0: run to the end)
+    std::string protocol;               // named preset that filled the options ("eagle")
     // AR micro-mode (issue #4).
     int micro_prefill = 0;
     int micro_decode = 0;

@@ -155,6 +155,9 @@ nlohmann::json record_json(const BenchResult& r, const TurnRecord& t) {
     j["stall_s"] = t.has_ssd ? nlohmann::json(t.stall_s) : nlohmann::json(nullptr);
     j["matches_ar"] = t.matches_ar < 0 ? nlohmann::json(nullptr) : nlohmann::json(t.matches_ar == 1);
     j["trace_file"] = t.trace_file.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.trace_file);
+    j["shared_prefill"] = t.shared_prefill;
+    j["draft_prefill_s"] = t.shared_prefill ? nlohmann::json(t.draft_prefill_s) : nlohmann::json(nullptr);
+    j["tokens"] = t.tokens;
     return j;
 }
 
@@ -219,7 +222,15 @@ std::string markdown(const BenchResult& r) {
            << "…)\n";
     md << "- CPU: " << m.value("cpu_model", "") << " (" << m.value("cpu_count", 0) << " logical CPUs); git "
        << m.value("git_revision", "") << "; " << m.value("date", "") << "\n";
-    md << "- command: `" << m.value("command", "") << "`\n\n";
+    md << "- command: `" << m.value("command", "") << "`\n";
+    if (m.contains("run")) {
+        const auto& run = m["run"];
+        md << "- order: " << run.value("order", "") << (run.value("shared_prefill", false) ? ", one shared prefill per turn" : "")
+           << "; units run now " << run.value("units_run", 0) << ", from the checkpoint " << run.value("units_resumed", 0)
+           << (run.value("stopped", false) ? "; **stopped early (--stop-after): partial report, --resume goes on**" : "")
+           << "\n";
+    }
+    md << "\n";
 
     if (!r.micro.empty()) {
         md << "## AR micro-benchmark\n\n";

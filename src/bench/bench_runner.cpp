@@ -11,9 +11,12 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 
+#include "bench/checkpoint.h"
 #include "bench/sys_info.h"
+#include "bench/turn_prefill.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "runtime/engine.h"
@@ -229,6 +232,101 @@ std::vector<RunConfig> group_configs(const BenchOptions& o, const std::vector<st
 
 }  // namespace
 
+nlohmann::json run_fingerprint(const BenchResult& r) {
+    nlohmann::json opts = r.meta.value("options", nlohmann::json::object());
+    // What does not change a record: where it goes, how it is shown, and which
+    // slice of the run this process does.
+    for (const char* k : {"out_dir", "llamacpp", "plots", "trace_dir", "resume", "shard", "stop_after", "quiet"})
+        opts.erase(k);
+    std::string prompts;
+    for (const auto& c : r.conversations) prompts += nlohmann::json{{"id", c.id}, {"set", c.set}, {"turns", c.turns}}.dump() + "\n";
+    nlohmann::json fp;
+    fp["options"] = opts;
+    fp["target_sha256"] = r.meta.contains("target") ? r.meta["target"].value("sha256", "") : "";
+    fp["draft_sha256"] =
+        r.meta.contains("draft") && r.meta["draft"].is_object() ? r.meta["draft"].value("sha256", "") : "";
+    fp["prompts_sha256"] = sha256_hex(prompts);
+    fp["conversations"] = r.conversations.size();
+    return fp;
+}
+
+namespace {
+
+// The request of one conversation turn: earlier turns with the reference answers.
+runtime::GenerateRequest turn_request(const BenchOptions& o, const Conversation& c,
+                                      const std::vector<std::string>& answers, int turn, double temp) {
+    runtime::GenerateRequest req;
+    req.max_tokens = o.n_predict;
+    req.ignore_eos = o.ignore_eos;
+    req.sampling.temperature = (float)temp;
+    req.sampling.seed = o.seed;
+    if (o.chat) {
+        if (!o.system.empty()) req.messages.push_back({"system", o.system});
+        for (int j = 0; j < turn; ++j) {
+            req.messages.push_back({"user", c.turns[j]});
+            req.messages.push_back({"assistant", answers[j]});
+        }
+        req.messages.push_back({"user", c.turns[turn]});
+    } else {
+        std::string p;
+        for (int j = 0; j < turn; ++j) p += c.turns[j] + "\n\n" + answers[j] + "\n\n";
+        req.prompt = p + c.turns[turn];
+    }
+    return req;
+}
+
+// What one run of a configuration on a batch of requests produced.
+struct RunOutput {
+    std::vector<runtime::GenerateResult> res;
+    sched::SpecStats st;
+    sched::SsdStats sst;
+};
+
+RunOutput run_config(Engines& eng, const RunConfig& cfg, const BenchOptions& o,
+                     const std::vector<runtime::GenerateRequest>& reqs, const std::string& trace,
+                     const sched::Prefilled* pre) {
+    RunOutput out;
+    const bool is_ar = cfg.method == "ar";
+    if (cfg.method == "ssd") {
+        // No round trace in SSD (its stats carry hits and stalls instead).
+        const sched::SsdConfig ssd = ssd_config(cfg, o);
+        if (reqs.size() == 1) out.res.push_back(sched::generate_ssd(*eng.target, *eng.draft, reqs[0], ssd, &out.sst, {}, pre));
+        else out.res = sched::generate_ssd_batch(*eng.target, *eng.draft, reqs, ssd, &out.sst, pre);
+        out.st = out.sst.spec;
+        return out;
+    }
+    sched::SpecConfig sc = spec_config(cfg, o);
+    if (reqs.size() > 1) {
+        out.res = sched::generate_speculative_batch(*eng.target, eng.draft.get(), reqs, sc, &out.st, pre);
+        return out;
+    }
+    if (is_ar && trace.empty()) {
+        if (pre) {
+            const auto prompt = runtime::tokenize_request(*eng.target, reqs[0]);
+            out.res.push_back(runtime::generate_ar_prefilled(*eng.target, reqs[0], prompt, pre->logits.at(0)));
+        } else {
+            out.res.push_back(runtime::generate_ar(*eng.target, reqs[0]));
+        }
+        const auto& g = out.res.back();
+        out.st.rounds = out.st.seq_rounds = out.st.emitted =
+            std::max(0, g.n_generated - 1 + (g.finish_reason == "stop" ? 1 : 0));
+        out.st.prefill_s = g.prefill_s;
+        out.st.decode_s = g.decode_s;
+        return out;
+    }
+    sc.trace_path = trace;
+    out.res.push_back(sched::generate_speculative(*eng.target, eng.draft.get(), reqs[0], sc, &out.st, {}, pre));
+    return out;
+}
+
+std::string fmt_key_num(double v) {
+    std::ostringstream ss;
+    ss << v;
+    return ss.str();
+}
+
+}  // namespace
+
 void run_sweep(BenchResult& r) {
     const BenchOptions& o = r.opts;
     std::vector<std::string> methods;
@@ -240,24 +338,34 @@ void run_sweep(BenchResult& r) {
             r.unavailable[m] = why;
         }
     }
+    SPECDEC_CHECK(o.order == "turn" || o.order == "config", "--order must be turn or config, got '", o.order, "'");
+    SPECDEC_CHECK(o.shard_n >= 1 && o.shard_i >= 0 && o.shard_i < o.shard_n, "--shard: bad shard ", o.shard_i + 1,
+                  "/", o.shard_n);
+    const bool paired = o.order == "turn";
+    const bool share = paired && o.shared_prefill;
     const auto uses = [&](const char* m) { return std::find(methods.begin(), methods.end(), m) != methods.end(); };
     const bool need_ssd = uses("ssd");
     const bool need_draft = uses("chain") || uses("tree") || need_ssd;
     const int max_batch = *std::max_element(o.batch.begin(), o.batch.end());
     const int n_conv = (int)r.conversations.size();
     r.prompt_tokens.assign(n_conv, {});
+    r.fingerprint = run_fingerprint(r);
+    Checkpoint ckpt(o.out_dir, o.shard_i, o.shard_n, r.fingerprint, o.resume);
+    const auto in_shard = [&](int c) { return c % o.shard_n == o.shard_i; };
 
-    // Work units for the progress display.
+    // Work units of this shard still to run, for the progress display and its ETA.
     int max_turns = 0;
     int n_turn_items = 0;
-    for (const auto& c : r.conversations) {
-        const int nt = o.max_turns > 0 ? std::min<int>(o.max_turns, (int)c.turns.size()) : (int)c.turns.size();
+    for (int c = 0; c < n_conv; ++c) {
+        const int nt = o.max_turns > 0 ? std::min<int>(o.max_turns, (int)r.conversations[c].turns.size())
+                                       : (int)r.conversations[c].turns.size();
         max_turns = std::max(max_turns, nt);
-        n_turn_items += nt;
+        if (in_shard(c)) n_turn_items += nt;
     }
     const int per_group = (int)group_configs(o, methods, 0, 0, 1).size();
     const int n_groups = (int)(o.threads.size() * o.temp.size() * o.batch.size());
     Progress prog(per_group * n_groups * (n_turn_items * o.reps + o.warmup), o.quiet);
+    if (ckpt.size() > 0) prog.note("specdec bench: resuming " + ckpt.path() + " (" + std::to_string(ckpt.size()) + " units done)");
 
     // Reference transcript: the first AR pass decides the assistant answers of
     // earlier turns (every method then sees the same prompt) and which turns
@@ -267,9 +375,10 @@ void run_sweep(BenchResult& r) {
     bool reference_done = false;
     // AR tokens per (group, conv, turn) to check lossless greedy output.
     std::map<std::tuple<int, double, int, int, int>, std::vector<int32_t>> ar_tokens;
-    int batch_seq = 0;
+    int units_started = 0;
 
     for (int threads_opt : o.threads) {
+        if (r.stopped) break;
         Engines eng = load_engines(o, threads_opt, max_batch, need_draft, need_ssd);
         const int threads = (int)eng.target->pool().size();
         if (r.eog_tokens.empty()) {
@@ -280,78 +389,32 @@ void run_sweep(BenchResult& r) {
                                                        : eng.target->n_ctx() - o.n_predict - 72;
         for (double temp : o.temp) {
             for (int batch : o.batch) {
-                for (RunConfig cfg : group_configs(o, methods, threads, temp, batch)) {
-                    const int ci = (int)r.configs.size();
-                    r.configs.push_back(cfg);
-                    const bool is_ar = cfg.method == "ar";
-                    const bool is_ssd = cfg.method == "ssd";
-                    sched::SpecConfig sc = spec_config(cfg, o);
-                    const sched::SsdConfig ssd = is_ssd ? ssd_config(cfg, o) : sched::SsdConfig{};
-                    sched::SsdStats sst;
-                    auto make_req = [&](int conv, int turn) {
-                        runtime::GenerateRequest req;
-                        const auto& c = r.conversations[conv];
-                        req.max_tokens = o.n_predict;
-                        req.ignore_eos = o.ignore_eos;
-                        req.sampling.temperature = (float)temp;
-                        req.sampling.seed = o.seed;
-                        if (o.chat) {
-                            if (!o.system.empty()) req.messages.push_back({"system", o.system});
-                            for (int j = 0; j < turn; ++j) {
-                                req.messages.push_back({"user", c.turns[j]});
-                                req.messages.push_back({"assistant", answers[conv][j]});
-                            }
-                            req.messages.push_back({"user", c.turns[turn]});
-                        } else {
-                            std::string p;
-                            for (int j = 0; j < turn; ++j) p += c.turns[j] + "\n\n" + answers[conv][j] + "\n\n";
-                            req.prompt = p + c.turns[turn];
-                        }
-                        return req;
-                    };
-                    auto run_one = [&](const std::vector<runtime::GenerateRequest>& reqs, const std::string& trace,
-                                       sched::SpecStats& st) {
-                        std::vector<runtime::GenerateResult> res;
-                        st = sched::SpecStats{};
-                        sst = sched::SsdStats{};
-                        if (is_ssd) {
-                            // No round trace in SSD (its stats carry hits and stalls instead).
-                            if (reqs.size() == 1) res.push_back(sched::generate_ssd(*eng.target, *eng.draft, reqs[0], ssd, &sst));
-                            else res = sched::generate_ssd_batch(*eng.target, *eng.draft, reqs, ssd, &sst);
-                            st = sst.spec;
-                        } else if (reqs.size() == 1) {
-                            if (is_ar && trace.empty()) {
-                                res.push_back(runtime::generate_ar(*eng.target, reqs[0]));
-                                const auto& g = res.back();
-                                st.rounds = st.seq_rounds = st.emitted =
-                                    std::max(0, g.n_generated - 1 + (g.finish_reason == "stop" ? 1 : 0));
-                                st.prefill_s = g.prefill_s;
-                                st.decode_s = g.decode_s;
-                            } else {
-                                sched::SpecConfig s2 = sc;
-                                s2.trace_path = trace;
-                                res.push_back(sched::generate_speculative(*eng.target, eng.draft.get(), reqs[0], s2, &st));
-                            }
-                        } else {
-                            res = sched::generate_speculative_batch(*eng.target, eng.draft.get(), reqs, sc, &st);
-                        }
-                        return res;
-                    };
-
-                    // Warm-up: the first turn of the first conversations, not recorded.
-                    for (int w = 0; w < o.warmup && n_conv > 0; ++w) {
-                        std::vector<runtime::GenerateRequest> reqs;
-                        for (int k = 0; k < std::min(batch, n_conv); ++k) reqs.push_back(make_req(k, 0));
-                        sched::SpecStats st;
-                        const auto res = run_one(reqs, "", st);
-                        prog.step(cfg.label() + " warm-up", res[0].decode_tok_s());
-                    }
-
-                    for (int turn = 0; turn < max_turns; ++turn) {
+                if (r.stopped) break;
+                const std::vector<RunConfig> group = group_configs(o, methods, threads, temp, batch);
+                const int ci0 = (int)r.configs.size();
+                for (const auto& c : group) r.configs.push_back(c);
+                // Paired: one pass over the turns running every configuration;
+                // config order: one pass per configuration (AR first).
+                std::vector<std::vector<int>> passes;
+                if (paired) {
+                    passes.emplace_back();
+                    for (int k = 0; k < (int)group.size(); ++k) passes[0].push_back(ci0 + k);
+                } else {
+                    for (int k = 0; k < (int)group.size(); ++k) passes.push_back({ci0 + k});
+                }
+                const std::string group_key = "t=" + std::to_string(threads_opt) + " T=" + fmt_key_num(temp) +
+                                              " B=" + std::to_string(batch);
+                for (const auto& pass : passes) {
+                    if (r.stopped) break;
+                    bool warmed = false;
+                    std::string pass_key;
+                    for (int ci : pass) pass_key += (pass_key.empty() ? "" : "+") + r.configs[ci].label();
+                    if (paired) pass_key = "paired";
+                    for (int turn = 0; turn < max_turns && !r.stopped; ++turn) {
                         std::vector<int> items;
                         for (int c = 0; c < n_conv; ++c) {
                             const int nt = (int)r.conversations[c].turns.size();
-                            if (turn >= nt || (o.max_turns > 0 && turn >= o.max_turns)) continue;
+                            if (!in_shard(c) || turn >= nt || (o.max_turns > 0 && turn >= o.max_turns)) continue;
                             if (skip_from[c] >= 0 && turn >= skip_from[c]) continue;
                             items.push_back(c);
                         }
@@ -359,7 +422,8 @@ void run_sweep(BenchResult& r) {
                         if (!reference_done) {
                             std::vector<int> kept;
                             for (int c : items) {
-                                const auto toks = runtime::tokenize_request(*eng.target, make_req(c, turn));
+                                const auto toks = runtime::tokenize_request(
+                                    *eng.target, turn_request(o, r.conversations[c], answers[c], turn, temp));
                                 if ((int)toks.size() > max_prompt) {
                                     skip_from[c] = turn;
                                     const int left = (int)r.conversations[c].turns.size() - turn;
@@ -380,71 +444,131 @@ void run_sweep(BenchResult& r) {
                         }
                         for (size_t b0 = 0; b0 < items.size(); b0 += batch) {
                             const size_t b1 = std::min(items.size(), b0 + batch);
+                            std::string unit = group_key + " | " + pass_key + " | turn " + std::to_string(turn) + " |";
+                            for (size_t k = b0; k < b1; ++k) unit += " " + r.conversations[items[k]].id;
+                            const int n_items = (int)(b1 - b0);
+                            if (const nlohmann::json* done = ckpt.find(unit)) {
+                                // Done in an earlier session: its AR answers and tokens are
+                                // what later turns and greedy checks need.
+                                for (const auto& js : (*done)["records"]) {
+                                    const TurnRecord t = record_from_state(r, js);
+                                    if (r.configs[t.config].method != "ar") continue;
+                                    ar_tokens[std::make_tuple(threads, temp, batch, t.conv, t.turn)] = t.tokens;
+                                    if (!reference_done) {
+                                        if ((int)answers[t.conv].size() <= turn) answers[t.conv].resize(turn + 1);
+                                        answers[t.conv][turn] = t.text;
+                                    }
+                                }
+                                ++r.units_resumed;
+                                prog.add_total(-(int)pass.size() * o.reps * n_items);
+                                continue;
+                            }
+                            if (o.stop_after > 0 && units_started >= o.stop_after) {
+                                r.stopped = true;
+                                break;
+                            }
+                            ++units_started;
                             std::vector<runtime::GenerateRequest> reqs;
-                            for (size_t k = b0; k < b1; ++k) reqs.push_back(make_req(items[k], turn));
-                            std::vector<double> dec, pre;
-                            std::vector<runtime::GenerateResult> res;
-                            sched::SpecStats st;
-                            std::string trace;
-                            for (int rep = 0; rep < o.reps; ++rep) {
-                                const bool last = rep + 1 == o.reps;
-                                trace.clear();
-                                if (last && !o.trace_dir.empty() && !is_ar && !is_ssd && reqs.size() == 1) {
-                                    fs::create_directories(o.trace_dir);
-                                    trace = (fs::path(o.trace_dir) /
-                                             safe_name(cfg.label() + "_" + r.conversations[items[b0]].id + "_t" +
-                                                       std::to_string(turn) + ".jsonl"))
-                                                .string();
-                                }
-                                res = run_one(reqs, trace, st);
-                                dec.push_back(st.decode_s > 0 ? st.decode_s : res[0].decode_s);
-                                pre.push_back(st.prefill_s > 0 ? st.prefill_s : res[0].prefill_s);
-                                int gen = 0;
-                                for (const auto& g : res) gen += g.n_generated;
-                                prog.step(cfg.label() + " | " + r.conversations[items[b0]].id + " turn " +
-                                              std::to_string(turn + 1),
-                                          dec.back() > 0 ? gen / dec.back() : 0.0);
+                            std::vector<std::vector<int32_t>> prompts;
+                            for (size_t k = b0; k < b1; ++k) {
+                                reqs.push_back(turn_request(o, r.conversations[items[k]], answers[items[k]], turn, temp));
+                                prompts.push_back(runtime::tokenize_request(*eng.target, reqs.back()));
                             }
-                            const double dmed = percentile(dec, 50), pmed = percentile(pre, 50);
-                            const int bid = batch_seq++;
-                            for (size_t k = 0; k < res.size(); ++k) {
-                                const int c = items[b0 + k];
-                                TurnRecord tr;
-                                tr.config = ci;
-                                tr.conv = c;
-                                tr.turn = turn;
-                                tr.batch_id = bid;
-                                tr.n_prompt = res[k].n_prompt;
-                                tr.n_generated = res[k].n_generated;
-                                tr.prefill_s = pmed;
-                                tr.decode_s = dmed;
-                                tr.rep_decode_s = dec;
-                                tr.rounds = st.rounds;
-                                tr.emitted = st.emitted;
-                                tr.drafted = st.drafted;
-                                tr.accepted = st.accepted;
-                                tr.mean_accept_len = is_ar ? 1.0 : st.mean_accept_len();
-                                tr.draft_s = st.draft_s;
-                                tr.tree_s = st.tree_s;
-                                tr.verify_s = st.verify_s;
-                                tr.commit_s = st.commit_s;
-                                if (is_ssd) {
-                                    tr.has_ssd = true;
-                                    tr.ssd_hit_rate = sst.hit_rate();
-                                    tr.stall_s = sst.stall_s;
-                                }
-                                tr.finish_reason = res[k].finish_reason;
-                                tr.trace_file = trace;
-                                const auto key = std::make_tuple(threads, temp, batch, c, turn);
-                                if (is_ar) ar_tokens[key] = res[k].tokens;
-                                else if (temp == 0 && ar_tokens.count(key))
-                                    tr.matches_ar = ar_tokens[key] == res[k].tokens ? 1 : 0;
-                                if (!reference_done) {
-                                    if ((int)answers[c].size() <= turn) answers[c].resize(turn + 1);
-                                    answers[c][turn] = res[k].text;
-                                }
-                                r.records.push_back(tr);
+                            // Warm-up before the first unit this session runs: the first turn
+                            // of the first conversations, not recorded.
+                            if (!warmed) {
+                                warmed = true;
+                                for (int ci : pass)
+                                    for (int w = 0; w < o.warmup; ++w) {
+                                        std::vector<runtime::GenerateRequest> wr;
+                                        for (int k = 0; k < std::min(batch, n_conv); ++k)
+                                            wr.push_back(turn_request(o, r.conversations[k], answers[k], 0, temp));
+                                        const RunOutput out = run_config(eng, r.configs[ci], o, wr, "", nullptr);
+                                        prog.step(r.configs[ci].label() + " warm-up", out.res[0].decode_tok_s());
+                                    }
                             }
+                            TurnPrefill tp;
+                            sched::Prefilled pre;
+                            if (share) {
+                                tp = prefill_turn(*eng.target, eng.draft.get(), prompts);
+                                pre = tp.view();
+                            }
+                            nlohmann::json line;
+                            line["unit"] = unit;
+                            line["records"] = nlohmann::json::array();
+                            line["prompt_tokens"] = prompts;
+                            for (int ci : pass) {
+                                const RunConfig& cfg = r.configs[ci];
+                                const bool is_ar = cfg.method == "ar";
+                                std::vector<double> dec, pre_s;
+                                RunOutput out;
+                                std::string trace;
+                                for (int rep = 0; rep < o.reps; ++rep) {
+                                    const bool last = rep + 1 == o.reps;
+                                    trace.clear();
+                                    if (last && !o.trace_dir.empty() && !is_ar && cfg.method != "ssd" && n_items == 1) {
+                                        fs::create_directories(o.trace_dir);
+                                        trace = (fs::path(o.trace_dir) /
+                                                 safe_name(cfg.label() + "_" + r.conversations[items[b0]].id + "_t" +
+                                                           std::to_string(turn) + ".jsonl"))
+                                                    .string();
+                                    }
+                                    out = run_config(eng, cfg, o, reqs, trace, share ? &pre : nullptr);
+                                    dec.push_back(out.st.decode_s > 0 ? out.st.decode_s : out.res[0].decode_s);
+                                    pre_s.push_back(out.st.prefill_s > 0 ? out.st.prefill_s : out.res[0].prefill_s);
+                                    int gen = 0;
+                                    for (const auto& g : out.res) gen += g.n_generated;
+                                    prog.step(cfg.label() + " | " + r.conversations[items[b0]].id + " turn " +
+                                                  std::to_string(turn + 1),
+                                              dec.back() > 0 ? gen / dec.back() : 0.0);
+                                }
+                                const double dmed = percentile(dec, 50);
+                                for (size_t k = 0; k < out.res.size(); ++k) {
+                                    const int c = items[b0 + k];
+                                    const auto& g = out.res[k];
+                                    TurnRecord tr;
+                                    tr.config = ci;
+                                    tr.conv = c;
+                                    tr.turn = turn;
+                                    tr.n_prompt = g.n_prompt;
+                                    tr.n_generated = g.n_generated;
+                                    tr.shared_prefill = share;
+                                    tr.prefill_s = share ? tp.target_s : percentile(pre_s, 50);
+                                    tr.draft_prefill_s = share ? tp.draft_s : 0.0;
+                                    tr.decode_s = dmed;
+                                    tr.rep_decode_s = dec;
+                                    const sched::SpecStats& st = out.st;
+                                    tr.rounds = st.rounds;
+                                    tr.emitted = st.emitted;
+                                    tr.drafted = st.drafted;
+                                    tr.accepted = st.accepted;
+                                    tr.mean_accept_len = is_ar ? 1.0 : st.mean_accept_len();
+                                    tr.draft_s = st.draft_s;
+                                    tr.tree_s = st.tree_s;
+                                    tr.verify_s = st.verify_s;
+                                    tr.commit_s = st.commit_s;
+                                    if (cfg.method == "ssd") {
+                                        tr.has_ssd = true;
+                                        tr.ssd_hit_rate = out.sst.hit_rate();
+                                        tr.stall_s = out.sst.stall_s;
+                                    }
+                                    tr.finish_reason = g.finish_reason;
+                                    tr.trace_file = trace;
+                                    tr.tokens = g.tokens;
+                                    tr.text = g.text;
+                                    const auto key = std::make_tuple(threads, temp, batch, c, turn);
+                                    if (is_ar) ar_tokens[key] = g.tokens;
+                                    else if (temp == 0 && ar_tokens.count(key))
+                                        tr.matches_ar = ar_tokens[key] == g.tokens ? 1 : 0;
+                                    if (!reference_done && is_ar) {
+                                        if ((int)answers[c].size() <= turn) answers[c].resize(turn + 1);
+                                        answers[c][turn] = g.text;
+                                    }
+                                    line["records"].push_back(record_state(r, tr));
+                                }
+                            }
+                            ckpt.append(line);
+                            ++r.units_run;
                         }
                     }
                     reference_done = true;
@@ -453,6 +577,41 @@ void run_sweep(BenchResult& r) {
         }
     }
     prog.finish();
+    if (r.stopped)
+        prog.note("specdec bench: stopped after " + std::to_string(r.units_run) + " units (--stop-after); rerun with "
+                  "--resume to go on");
+
+    // The report: every record of every checkpoint (this run's, earlier
+    // sessions', other shards'), in configuration, turn, conversation order.
+    r.records.clear();
+    std::map<std::pair<std::string, int>, int> batch_ids;
+    for (const auto& line : Checkpoint::load_all(o.out_dir, r.fingerprint)) {
+        const std::string unit = line["unit"].get<std::string>();
+        for (const auto& js : line["records"]) {
+            TurnRecord t = record_from_state(r, js);
+            const auto bk = std::make_pair(unit, t.config);
+            if (!batch_ids.count(bk)) batch_ids[bk] = (int)batch_ids.size();
+            t.batch_id = batch_ids[bk];
+            r.records.push_back(std::move(t));
+        }
+        // Prompt tokens of the unit's conversations (in the order of its first
+        // configuration's records), so other shards' turns reach the llama.cpp input.
+        int k = 0;
+        std::vector<int> seen;
+        for (const auto& js : line["records"]) {
+            const int c = js["conv"].get<int>(), turn = js["turn"].get<int>();
+            if (std::find(seen.begin(), seen.end(), c) != seen.end()) continue;
+            seen.push_back(c);
+            if ((int)r.prompt_tokens[c].size() <= turn && k < (int)line["prompt_tokens"].size()) {
+                r.prompt_tokens[c].resize(turn + 1);
+                r.prompt_tokens[c][turn] = line["prompt_tokens"][k].get<std::vector<int32_t>>();
+            }
+            ++k;
+        }
+    }
+    std::stable_sort(r.records.begin(), r.records.end(), [](const TurnRecord& a, const TurnRecord& b) {
+        return std::make_tuple(a.config, a.turn, a.conv) < std::make_tuple(b.config, b.turn, b.conv);
+    });
 }
 
 void run_llamacpp(BenchResult& r, const std::string& root) {
@@ -474,9 +633,11 @@ void run_llamacpp(BenchResult& r, const std::string& root) {
             if (!c.external && std::find(threads.begin(), threads.end(), c.threads) == threads.end())
                 threads.push_back(c.threads);
         nlohmann::json turns = nlohmann::json::array();
+        // This shard's turns (the other shards run theirs).
         for (size_t c = 0; c < r.prompt_tokens.size(); ++c)
             for (size_t t = 0; t < r.prompt_tokens[c].size(); ++t)
-                turns.push_back({{"conv", c}, {"turn", t}, {"tokens", r.prompt_tokens[c][t]}});
+                if ((int)c % o.shard_n == o.shard_i && !r.prompt_tokens[c][t].empty())
+                    turns.push_back({{"conv", c}, {"turn", t}, {"tokens", r.prompt_tokens[c][t]}});
         in["turns"] = turns;
         in["n_predict"] = o.n_predict;
         in["temps"] = o.temp;
@@ -498,6 +659,14 @@ void run_llamacpp(BenchResult& r, const std::string& root) {
     std::string cmd = shell_quote(python_exe(root)) + " " + shell_quote(root + "/tools/bench_llamacpp.py") +
                       " --input " + shell_quote(in_path) + " --out " + shell_quote(out_path);
     if (o.quiet) cmd += " --quiet";
+    // Prompt sets: finished llama.cpp records go to a checkpoint of their own,
+    // so a stopped baseline run resumes too (kept aside when not resuming).
+    const std::string ckpt_name = "llamacpp_" + Checkpoint::file_name(o.shard_i, o.shard_n);
+    if (r.micro.empty()) {
+        const fs::path ck = dir / ckpt_name;
+        if (!o.resume && fs::exists(ck)) fs::rename(ck, ck.string() + ".bak");
+        cmd += " --checkpoint " + shell_quote(ck.string());
+    }
     const int rc = std::system(cmd.c_str());
     if (rc != 0) {
         r.llamacpp = {{"error", "tools/bench_llamacpp.py failed (exit " + std::to_string(rc) + "): " + cmd}};
@@ -509,8 +678,40 @@ void run_llamacpp(BenchResult& r, const std::string& root) {
     SPECDEC_CHECK(!j.is_discarded(), "cannot parse ", out_path);
     r.llamacpp = j;
     if (!j.contains("runs")) return;
+    // The records of every shard's llama.cpp checkpoint, grouped as runs.
+    std::vector<nlohmann::json> runs;
+    {
+        std::vector<std::string> files;
+        for (const auto& e : fs::directory_iterator(dir)) {
+            const std::string n = e.path().filename().string();
+            if (n.rfind("llamacpp_checkpoint", 0) == 0 && n.size() > 6 && n.substr(n.size() - 6) == ".jsonl")
+                files.push_back(e.path().string());
+        }
+        std::sort(files.begin(), files.end());
+        std::map<std::string, size_t> run_of;
+        std::set<std::string> seen;
+        for (const auto& path : files) {
+            std::ifstream in(path);
+            std::string line;
+            while (std::getline(in, line)) {
+                const auto l = nlohmann::json::parse(line, nullptr, false);
+                if (l.is_discarded() || !l.contains("rec")) continue;  // a torn last line
+                nlohmann::json head = l;
+                head.erase("rec");
+                const std::string rk = head.dump();
+                const std::string key = rk + "/" + l["rec"]["conv"].dump() + "/" + l["rec"]["turn"].dump();
+                if (!seen.insert(key).second) continue;
+                if (!run_of.count(rk)) {
+                    run_of[rk] = runs.size();
+                    head["records"] = nlohmann::json::array();
+                    runs.push_back(head);
+                }
+                runs[run_of[rk]]["records"].push_back(l["rec"]);
+            }
+        }
+    }
     int bid = 1 << 30;
-    for (const auto& run : j["runs"]) {
+    for (const auto& run : runs) {
         RunConfig c;
         c.method = run["method"].get<std::string>();
         c.threads = run["threads"].get<int>();

@@ -48,6 +48,10 @@ struct TurnRecord {
     int matches_ar = -1;    // greedy: 1 if the tokens equal the AR baseline's, 0 if not; -1 unknown
     std::string trace_file;
     double speedup = 0;     // tok/s over the AR baseline's tok/s of the same turn (0: none)
+    bool shared_prefill = false;  // prefill_s is the turn's one shared target prefill
+    double draft_prefill_s = 0;   // shared prefill: the draft's part (0: none or not shared)
+    std::vector<int32_t> tokens;  // generated ids (greedy checks across runs and resumes)
+    std::string text;             // generated text (the reference answers of a resumed run)
     double tok_s() const { return decode_s > 0 ? n_generated / decode_s : 0.0; }
 };
 
@@ -64,6 +68,9 @@ struct BenchResult {
     nlohmann::json skipped = nlohmann::json::array();       // turns left out, with why
     nlohmann::json micro = nlohmann::json::array();         // AR micro-mode rows
     nlohmann::json llamacpp = nlohmann::json::object();     // raw baseline output
+    nlohmann::json fingerprint;         // what a resumed run must match (checkpoint header)
+    bool stopped = false;               // --stop-after ended this run before its last unit
+    int units_run = 0, units_resumed = 0;  // units of work run now / found in the checkpoint
 };
 
 // Progress lines on stderr ("\r" updates on a terminal).
@@ -84,7 +91,13 @@ private:
 // Methods this build can run; for the others, why not.
 bool method_available(const std::string& method, const BenchOptions& o, std::string* why);
 
-// Runs the sweep over the conversations (options already validated).
+// What a resumed run must match: the options that change records, the model
+// sha256s and the prompts (r.meta and r.conversations filled).
+nlohmann::json run_fingerprint(const BenchResult& r);
+
+// Runs the sweep over the conversations (options already validated): the
+// units this shard has not done yet, each appended to the checkpoint when
+// done; then fills r.records from every checkpoint in the output directory.
 void run_sweep(BenchResult& r);
 
 // Runs tools/bench_llamacpp.py on the same model, threads and prompt tokens

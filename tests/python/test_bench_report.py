@@ -27,26 +27,60 @@ PROMPTS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def report(tmp_path_factory):
-    if not BIN.exists():
-        pytest.skip(f"{BIN} is not built (set SPECDEC_BIN)")
+def bench_cmd(prompts: Path, out: Path, *extra: str, traces: Path | None = None) -> list[str]:
     model = model_path(DEFAULT_MODEL)
-    tmp = tmp_path_factory.mktemp("bench")
-    prompts = tmp / "prompts.jsonl"
-    prompts.write_text("".join(json.dumps(p) + "\n" for p in PROMPTS))
-    out = tmp / "out"
     cmd = [str(BIN), "bench", "-m", str(model), "-d", str(model),
            "--method", "ar,chain,tree,ngram,ssd", "--skip-unavailable",
            "--tree-budget", "8", "--tree-depth", "3", "--draft-k", "3",
            "--ssd-k", "3", "--fanout", "geometric,uniform", "--saguaro-c", "1",
            "--prompts", str(prompts), "--chat", "-n", "8", "-t", "1",
-           "--warmup", "0", "--reps", "1", "-c", "512",
-           "--trace-dir", str(tmp / "traces"), "-o", str(out), "-q"]
+           "--warmup", "0", "--reps", "1", "-c", "512", "-o", str(out), "-q", *extra]
+    if traces is not None:
+        cmd += ["--trace-dir", str(traces)]
+    return cmd
+
+
+def run_bench(cmd: list[str], ok: bool = True) -> subprocess.CompletedProcess:
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr
-    data = json.loads((out / "bench.json").read_text())
-    return {"dir": out, "data": data, "stdout": p.stdout}
+    if ok:
+        assert p.returncode == 0, p.stderr
+    return p
+
+
+def load_report(out: Path) -> dict:
+    return json.loads((out / "bench.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def prompts_file(tmp_path_factory):
+    if not BIN.exists():
+        pytest.skip(f"{BIN} is not built (set SPECDEC_BIN)")
+    tmp = tmp_path_factory.mktemp("prompts")
+    prompts = tmp / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps(p) + "\n" for p in PROMPTS))
+    return prompts
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory, prompts_file):
+    """The default (paired, turn-major, shared-prefill) order."""
+    tmp = tmp_path_factory.mktemp("bench")
+    out = tmp / "out"
+    p = run_bench(bench_cmd(prompts_file, out, traces=tmp / "traces"))
+    return {"dir": out, "data": load_report(out), "stdout": p.stdout}
+
+
+@pytest.fixture(scope="module")
+def config_order(tmp_path_factory, prompts_file):
+    """The older order: each configuration over every turn, prefilling for itself."""
+    out = tmp_path_factory.mktemp("bench_config") / "out"
+    run_bench(bench_cmd(prompts_file, out, "--order", "config"))
+    return load_report(out)
+
+
+def by_run(data: dict) -> dict:
+    """(config label, conversation, turn) -> record."""
+    return {(r["label"], r["conv_id"], r["turn"]): r for r in data["records"]}
 
 
 def test_unavailable_method_fails_without_flag(tmp_path):
@@ -184,3 +218,98 @@ def test_plot_script_runs(report, tmp_path):
     assert (tmp_path / "speedup_vs_budget.png").exists()
     assert (tmp_path / "speedup_dist.png").exists()
     assert (tmp_path / "time_split.png").exists()
+
+
+# --- Paired order, shared prefill, resume, shards (issue #7's full protocol) ---
+
+def test_paired_order_with_shared_prefill_decodes_what_config_order_does(report, config_order):
+    paired, older = by_run(report["data"]), by_run(config_order)
+    assert paired.keys() == older.keys()
+    assert report["data"]["meta"]["run"]["order"] == "turn" and report["data"]["meta"]["run"]["shared_prefill"]
+    assert config_order["meta"]["run"]["order"] == "config" and not config_order["meta"]["run"]["shared_prefill"]
+    for key, r in paired.items():
+        o = older[key]
+        # one prefill per turn: the same prefill time on every configuration's record of that turn
+        assert r["shared_prefill"] is True and o["shared_prefill"] is False
+        assert r["draft_prefill_s"] > 0 and o["draft_prefill_s"] is None
+        same_turn = [x for x in report["data"]["records"] if x["conv_id"] == r["conv_id"] and x["turn"] == r["turn"]]
+        assert {x["prefill_s"] for x in same_turn} == {r["prefill_s"]}
+        # the decode from the shared prefix is token for token the self-prefilled one
+        assert r["tokens"] == o["tokens"], key
+        assert r["generated_tokens"] == o["generated_tokens"] and r["prompt_tokens"] == o["prompt_tokens"]
+        assert len(r["tokens"]) == r["generated_tokens"]
+        if r["method"] in ("chain", "tree", "ngram"):  # deterministic drafts: the very same rounds
+            assert (r["rounds"], r["drafted"], r["accepted"]) == (o["rounds"], o["drafted"], o["accepted"]), key
+        if r["method"] != "ar":
+            assert r["matches_ar"] is True and o["matches_ar"] is True, key
+
+
+def test_checkpoint_has_one_line_per_turn_unit(report):
+    lines = (report["dir"] / "checkpoint.jsonl").read_text().splitlines()
+    header, units = json.loads(lines[0]), [json.loads(l) for l in lines[1:]]
+    assert "fingerprint" in header and HEX64.match(header["fingerprint"]["target_sha256"])
+    n_turns = sum(len(p["turns"]) for p in PROMPTS)
+    n_cfg = len(report["data"]["configs"])
+    assert len(units) == n_turns  # batch 1: a unit is one conversation turn, every configuration
+    for u in units:
+        assert len(u["records"]) == n_cfg
+        assert [r["config"] for r in u["records"]] == list(range(n_cfg))  # AR first, back to back
+
+
+def same_decodes(a: dict, b: dict) -> None:
+    ra, rb = by_run(a), by_run(b)
+    assert ra.keys() == rb.keys()
+    for k in ra:
+        for f in ("tokens", "generated_tokens", "prompt_tokens", "matches_ar", "finish_reason"):
+            assert ra[k][f] == rb[k][f], (k, f)
+
+
+def test_stop_and_resume_reports_what_an_uninterrupted_run_does(report, prompts_file, tmp_path):
+    out = tmp_path / "out"
+    # first session: one unit (turn 1 of p0, every configuration), then stop
+    run_bench(bench_cmd(prompts_file, out, "--stop-after", "1"))
+    part = load_report(out)
+    assert part["meta"]["run"]["stopped"] is True and part["meta"]["run"]["units_run"] == 1
+    assert {(r["conv_id"], r["turn"]) for r in part["records"]} == {("p0", 0)}
+    assert "stopped early" in (out / "bench.md").read_text()
+    # second session: the rest
+    run_bench(bench_cmd(prompts_file, out, "--resume"))
+    full = load_report(out)
+    assert full["meta"]["run"]["stopped"] is False
+    assert (full["meta"]["run"]["units_resumed"], full["meta"]["run"]["units_run"]) == (1, 2)
+    same_decodes(full, report["data"])
+    # the resumed unit's records are the first session's, measured times included
+    first = by_run(part)
+    for k, r in by_run(full).items():
+        if k in first:
+            assert r["decode_s"] == first[k]["decode_s"] and r["prefill_s"] == first[k]["prefill_s"]
+    # a third session has nothing left: the same report from the checkpoint alone
+    run_bench(bench_cmd(prompts_file, out, "--resume"))
+    again = load_report(out)
+    assert (again["meta"]["run"]["units_resumed"], again["meta"]["run"]["units_run"]) == (3, 0)
+    assert again["records"] == full["records"] and again["summary"] == full["summary"]
+
+
+def test_resume_refuses_other_options(prompts_file, tmp_path):
+    out = tmp_path / "out"
+    run_bench(bench_cmd(prompts_file, out, "--stop-after", "1"))
+    cmd = bench_cmd(prompts_file, out, "--resume")
+    cmd[cmd.index("-n") + 1] = "7"
+    p = run_bench(cmd, ok=False)
+    assert p.returncode != 0
+    assert "other options" in p.stderr and "n_predict" in p.stderr
+    # the checkpoint is untouched
+    lines = (out / "checkpoint.jsonl").read_text().splitlines()
+    assert len(lines) == 2
+
+
+def test_shards_merge_into_the_full_report(report, prompts_file, tmp_path):
+    out = tmp_path / "out"
+    run_bench(bench_cmd(prompts_file, out, "--shard", "1/2"))
+    one = load_report(out)
+    assert {r["conv_id"] for r in one["records"]} == {"p0"}
+    run_bench(bench_cmd(prompts_file, out, "--shard", "2/2"))
+    assert (out / "checkpoint-1-of-2.jsonl").exists() and (out / "checkpoint-2-of-2.jsonl").exists()
+    same_decodes(load_report(out), report["data"])
+    p = run_bench(bench_cmd(prompts_file, out, "--shard", "3/2"), ok=False)
+    assert p.returncode != 0 and "--shard" in p.stderr

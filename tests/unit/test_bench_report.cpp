@@ -1,9 +1,14 @@
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 
 #include "bench/bench_options.h"
 #include "bench/bench_report.h"
+#include "bench/checkpoint.h"
 #include "bench/prompt_set.h"
 #include "bench/sys_info.h"
 #include "core/error.h"
@@ -145,4 +150,125 @@ TEST(BenchPrompts, LoadsJsonlWithLimitAndRejectsBadLines) {
         std::fclose(f);
     }
     EXPECT_THROW(load_prompts_jsonl(path), Error);
+}
+
+namespace {
+BenchResult checkpoint_result() {
+    BenchResult r;
+    r.conversations = {{"c0", "humaneval", {"a"}}, {"c1", "sharegpt", {"b", "c"}}};
+    RunConfig ar;
+    ar.method = "ar";
+    ar.threads = 2;
+    RunConfig ssd = ar;
+    ssd.method = "ssd";
+    ssd.ssd_k = 4;
+    ssd.fanout = "geometric";
+    ssd.saguaro_c = 1;
+    r.configs = {ar, ssd};
+    return r;
+}
+
+std::string temp_dir(const std::string& name) {
+    const auto d = std::filesystem::temp_directory_path() / ("specdec_ckpt_" + name + "_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(d);
+    return d.string();
+}
+}  // namespace
+
+TEST(BenchCheckpoint, RecordRoundTripsExactly) {
+    const BenchResult r = checkpoint_result();
+    TurnRecord t;
+    t.config = 1;
+    t.conv = 1;
+    t.turn = 1;
+    t.n_prompt = 37;
+    t.n_generated = 5;
+    t.prefill_s = 0.1234567890123;
+    t.decode_s = 1.0 / 3.0;
+    t.rep_decode_s = {1.0 / 3.0, 0.5};
+    t.rounds = 3;
+    t.emitted = 5;
+    t.drafted = 9;
+    t.accepted = 2;
+    t.mean_accept_len = 5.0 / 3.0;
+    t.draft_s = 0.01;
+    t.verify_s = 0.2;
+    t.has_ssd = true;
+    t.ssd_hit_rate = 0.75;
+    t.stall_s = 0.003;
+    t.finish_reason = "stop";
+    t.matches_ar = 1;
+    t.shared_prefill = true;
+    t.draft_prefill_s = 0.04;
+    t.tokens = {1, 2, 151643};
+    t.text = "x \"y\"\n";
+    const nlohmann::json j = nlohmann::json::parse(record_state(r, t).dump());
+    const TurnRecord u = record_from_state(r, j);
+    EXPECT_EQ(record_state(r, u), record_state(r, t));
+    EXPECT_EQ(u.decode_s, t.decode_s);  // full precision through the text form
+    EXPECT_EQ(u.tokens, t.tokens);
+    EXPECT_EQ(u.text, t.text);
+    // A record of another configuration or conversation is refused.
+    nlohmann::json bad = j;
+    bad["config_label"] = "tree b=8 d=5 t=2";
+    EXPECT_THROW(record_from_state(r, bad), Error);
+    bad = j;
+    bad["conv_id"] = "other";
+    EXPECT_THROW(record_from_state(r, bad), Error);
+}
+
+TEST(BenchCheckpoint, ResumeSkipsDoneUnitsAndRefusesOtherOptions) {
+    const std::string dir = temp_dir("resume");
+    const nlohmann::json fp = {{"options", {{"n_predict", 64}}}, {"target_sha256", "aa"}};
+    {
+        Checkpoint c(dir, 0, 1, fp, false);
+        EXPECT_EQ(c.size(), 0u);
+        c.append({{"unit", "u1"}, {"records", nlohmann::json::array()}});
+        c.append({{"unit", "u2"}, {"records", nlohmann::json::array()}});
+    }
+    // A run killed mid-write leaves a torn last line: ignored on resume.
+    { std::ofstream(dir + "/checkpoint.jsonl", std::ios::app) << "{\"unit\": \"u3\", \"rec"; }
+    {
+        Checkpoint c(dir, 0, 1, fp, true);
+        EXPECT_EQ(c.size(), 2u);
+        EXPECT_NE(c.find("u1"), nullptr);
+        EXPECT_EQ(c.find("u3"), nullptr);
+        c.append({{"unit", "u3"}, {"records", nlohmann::json::array()}});
+    }
+    EXPECT_EQ(Checkpoint::load_all(dir, fp).size(), 3u);
+    // Other options: a clear refusal naming what differs.
+    nlohmann::json other = fp;
+    other["options"]["n_predict"] = 128;
+    try {
+        Checkpoint c(dir, 0, 1, other, true);
+        FAIL() << "resumed with other options";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("n_predict"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(Checkpoint::load_all(dir, other), Error);
+    // Without --resume the old file is kept aside, not lost.
+    {
+        Checkpoint c(dir, 0, 1, other, false);
+        EXPECT_EQ(c.size(), 0u);
+    }
+    EXPECT_TRUE(std::filesystem::exists(dir + "/checkpoint.jsonl.bak"));
+    std::filesystem::remove_all(dir);
+}
+
+TEST(BenchCheckpoint, ShardsHaveTheirOwnFilesAndMerge) {
+    const std::string dir = temp_dir("shards");
+    const nlohmann::json fp = {{"options", {{"limit", 4}}}};
+    EXPECT_EQ(Checkpoint::file_name(0, 1), "checkpoint.jsonl");
+    EXPECT_EQ(Checkpoint::file_name(1, 3), "checkpoint-2-of-3.jsonl");
+    {
+        Checkpoint a(dir, 0, 2, fp, false), b(dir, 1, 2, fp, false);
+        a.append({{"unit", "turn 0 c0"}, {"records", nlohmann::json::array()}});
+        b.append({{"unit", "turn 0 c1"}, {"records", nlohmann::json::array()}});
+        b.append({{"unit", "turn 0 c0"}, {"records", nlohmann::json::array()}});  // a duplicate counts once
+    }
+    const auto all = Checkpoint::load_all(dir, fp);
+    ASSERT_EQ(all.size(), 2u);
+    EXPECT_EQ(all[0]["unit"], "turn 0 c0");
+    EXPECT_EQ(all[1]["unit"], "turn 0 c1");
+    std::filesystem::remove_all(dir);
 }
