@@ -24,6 +24,17 @@ void attention_head(const float* q, const uint16_t* k, const uint16_t* v, int kv
     }
 }
 
+void attention_heads(const float* q, int q_stride, int n_q, const uint16_t* k, const uint16_t* v, int kv_stride,
+                     int head_dim, float scale, const VisibleSlots& vis, float* scores, float* out, int out_stride) {
+    if (active_isa() == Isa::Avx512 && attention_heads_avx512_supports(head_dim, vis)) {
+        attention_heads_avx512(q, q_stride, n_q, k, v, kv_stride, head_dim, scale, vis, scores, out, out_stride);
+        return;
+    }
+    for (int i = 0; i < n_q; ++i)
+        attention_head(q + (size_t)i * q_stride, k, v, kv_stride, head_dim, scale, vis, scores,
+                       out + (size_t)i * out_stride);
+}
+
 namespace attn_detail {
 
 float ggml_expf_lane(float x) {

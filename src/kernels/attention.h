@@ -71,6 +71,24 @@ void attention_head_reference(const float* q, const uint16_t* k, const uint16_t*
 void attention_head_avx2(const float* q, const uint16_t* k, const uint16_t* v, int kv_stride, int head_dim,
                          float scale, const VisibleSlots& vis, float* scores, float* out);
 
+// Attention of n_q query heads that share one KV head (a GQA group) and one
+// visible set: head i reads q + i * q_stride and writes out + i * out_stride,
+// and its result is bit-identical to attention_head on it alone (so a row's
+// output does not depend on how its heads are grouped). scores: scratch of at
+// least n_q * vis.count() floats. Uses attention_heads_avx512 where the CPU,
+// head size and schedule allow (it loads each K/V row once for all heads),
+// else attention_head per head.
+void attention_heads(const float* q, int q_stride, int n_q, const uint16_t* k, const uint16_t* v, int kv_stride,
+                     int head_dim, float scale, const VisibleSlots& vis, float* scores, float* out, int out_stride);
+
+// AVX-512 path (attention_avx512.cpp): single-token schedule (batch_rows == 1)
+// and head_dim in {64, 128, 192, 256} only; only call when the CPU has AVX-512
+// and attention_heads_avx512_supports() holds.
+bool attention_heads_avx512_supports(int head_dim, const VisibleSlots& vis);
+void attention_heads_avx512(const float* q, int q_stride, int n_q, const uint16_t* k, const uint16_t* v,
+                            int kv_stride, int head_dim, float scale, const VisibleSlots& vis, float* scores,
+                            float* out, int out_stride);
+
 namespace attn_detail {
 
 // ggml_v_expf (AVX-512 variant) for one lane, in scalar arithmetic.
