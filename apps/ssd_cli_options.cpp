@@ -8,8 +8,10 @@ void SsdCliOptions::add_to(CLI::App& app, sched::SsdConfig& ssd, const std::stri
         ->check(CLI::IsMember({"geometric", "uniform"}));
     app.add_option("--fanout-budget", ssd.fanout_budget, "ssd: cached branches per sequence and round (sum of F_k)")
         ->check(CLI::Range(0, 256));
-    app.add_option("--saguaro-c", ssd.saguaro_c, "ssd: Saguaro down-weighting of cached guesses (1 = off)")
-        ->check(CLI::Range(0.0, 1.0));
+    app.add_option("--saguaro-c", ssd.saguaro_c,
+                   "ssd: Saguaro weight of the cached guesses in the draft distribution (1 = off; < 1 down-weights "
+                   "them as in the paper, > 1 up-weights them)")
+        ->check(CLI::Range(0.0, 16.0));
     app.add_option("--backup", backup_, "ssd: backup on a cache miss: auto, jit, ngram, random")
         ->check(CLI::IsMember({"auto", "jit", "ngram", "random"}));
     app.add_option("--ssd-draft-threads", ssd.draft_threads, "ssd: threads of the draft side")

@@ -42,7 +42,7 @@ void top_n(const float* s, int V, int n, std::vector<int>& out) {
 }
 
 void saguaro_reweight(std::vector<float>& q, int F, float C) {
-    if (F <= 0 || C >= 1.0f) return;
+    if (F <= 0 || C == 1.0f) return;
     std::vector<int> top;
     top_n(q.data(), (int)q.size(), F, top);
     double rest = 0, cached = 0;
@@ -186,10 +186,6 @@ void DraftWorker::handle_begin(const ToDraft& m) {
         S = Seq{};
         S.active = true;
         S.hist = b.prompt;
-        if (b.in_cache && cache.committed(b.seq) >= (int)b.prompt.size()) {
-            cache.truncate(b.seq, (int)b.prompt.size());
-            continue;
-        }
         cache.clear(b.seq);
         const int chunk = std::max(1, ctx_.prefill_chunk);
         for (size_t off = 0; off < b.prompt.size(); off += chunk) {
@@ -280,7 +276,7 @@ void DraftWorker::draw(const float* logits, std::span<const int32_t> ctx, int F,
         return;
     }
     sample::distribution(row_.data(), vt_, ctx, p, prob_);
-    if (opts_.cfg.saguaro_c < 1.0f) saguaro_reweight(prob_, F, opts_.cfg.saguaro_c);
+    if (opts_.cfg.saguaro_c != 1.0f) saguaro_reweight(prob_, F, opts_.cfg.saguaro_c);
     tok = sample::sample_from(prob_, rng_);
     if (q) q->insert(q->end(), prob_.begin(), prob_.end());
 }

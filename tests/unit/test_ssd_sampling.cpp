@@ -126,6 +126,12 @@ TEST(SsdSampling, SaguaroSamplingIsLossless) {
     expect_lossless(cfg, "ssd jit C=0.3", true);
 }
 
+TEST(SsdSampling, SaguaroUpWeightingIsLossless) {
+    sched::SsdConfig cfg = base();
+    cfg.saguaro_c = 2.0f;  // the cached guesses favoured: still verified against the same q'
+    expect_lossless(cfg, "ssd jit C=2", true);
+}
+
 TEST(SsdSampling, BranchSlotsWithSaguaroAreLossless) {
     // K = 1: the tested tokens come from speculations built on glue reused
     // from a hit branch's slot.
