@@ -186,6 +186,10 @@ void DraftWorker::handle_begin(const ToDraft& m) {
         S = Seq{};
         S.active = true;
         S.hist = b.prompt;
+        if (b.in_cache && cache.committed(b.seq) >= (int)b.prompt.size()) {
+            cache.truncate(b.seq, (int)b.prompt.size());
+            continue;
+        }
         cache.clear(b.seq);
         const int chunk = std::max(1, ctx_.prefill_chunk);
         for (size_t off = 0; off < b.prompt.size(); off += chunk) {
