@@ -81,7 +81,7 @@ int cmd_generate(int argc, char** argv) {
     ssd_cli.add_to(app, ssd);
     int ssd_target_threads = 0;
     app.add_option("--ssd-target-threads", ssd_target_threads,
-                   "ssd: threads of the target side (0: -t, or the cores the draft side leaves)")
+                   "ssd: threads of the target side (0: what the draft side leaves of -t)")
         ->check(CLI::Range(0, 256));
     try {
         app.parse(argc, argv);
@@ -114,11 +114,13 @@ int cmd_generate(int argc, char** argv) {
     ssd.vocab_corpus_path = spec.vocab_corpus_path;
     if (ssd_asked) {
         ssd.validate();
-        // The thread layout: the target side's threads are the engine's pool.
-        if (ssd_target_threads > 0) eopts.n_threads = ssd_target_threads;
-        // The draft side has its own threads: by default the target takes the rest.
-        if (eopts.n_threads == 0)
-            eopts.n_threads = std::max(1, (int)std::thread::hardware_concurrency() - ssd.draft_threads);
+        // The thread layout. -t T (default: every core) is what both sides
+        // share: the draft takes --ssd-draft-threads of it and the target the
+        // rest, as specdec bench splits it. Giving the target all T threads
+        // plus a draft thread (--ssd-target-threads, more threads than cores)
+        // measured slower on the 2-core qwen pair (docs/benchmarks.md).
+        const int total = eopts.n_threads > 0 ? eopts.n_threads : (int)std::thread::hardware_concurrency();
+        eopts.n_threads = ssd_target_threads > 0 ? ssd_target_threads : std::max(1, total - ssd.draft_threads);
     }
     spec.mode = sched::parse_mode(mode);
     const bool self_spec = !draft_layers.empty();
