@@ -89,6 +89,79 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n_tok, float* y, Thre
     });
 }
 
+void matmul_group(const WeightMatrix* const* ws, float* const* ys, int count, const float* x, int64_t n_tok,
+                  ThreadPool& pool) {
+    if (count < 1 || count > kMaxGroup)
+        throw std::invalid_argument("matmul_group: " + std::to_string(count) + " matrices (1.." +
+                                    std::to_string(kMaxGroup) + ")");
+    const int64_t n_in = ws[0]->n_in;
+    for (int i = 0; i < count; ++i) {
+        check(*ws[i]);
+        if (ws[i]->n_in != n_in)
+            throw std::invalid_argument("matmul_group: matrices read inputs of different sizes (" +
+                                        std::to_string(n_in) + ", " + std::to_string(ws[i]->n_in) + ")");
+    }
+    if (n_tok <= 0) return;
+
+    // One activation buffer per distinct weight type; act_of[i] is matrix i's.
+    struct Act {
+        TensorType type;
+        const uint8_t* data;
+        size_t stride;
+    };
+    Act acts[kMaxGroup];
+    int n_act = 0, act_of[kMaxGroup];
+    for (int i = 0; i < count; ++i) {
+        int a = 0;
+        while (a < n_act && acts[a].type != ws[i]->type) ++a;
+        if (a == n_act) acts[n_act++] = Act{ws[i]->type, reinterpret_cast<const uint8_t*>(x), (size_t)n_in * sizeof(float)};
+        act_of[i] = a;
+    }
+    thread_local ActBuffer bufs[kMaxGroup];
+    uint8_t* dsts[kMaxGroup] = {};
+    int n_quant = 0, quant_act[kMaxGroup];
+    for (int a = 0; a < n_act; ++a) {
+        if (acts[a].type == TensorType::F32) continue;  // F32 weights read x directly
+        acts[a].stride = (act_row_bytes_ext(acts[a].type, n_in) + 63) & ~(size_t)63;
+        dsts[a] = bufs[a].get(acts[a].stride * (size_t)n_tok);
+        acts[a].data = dsts[a];
+        quant_act[n_quant++] = a;
+    }
+    if (n_quant > 0) {
+        auto quant = [&](int64_t b, int64_t e, int) {
+            for (int64_t u = b; u < e; ++u) {
+                const Act& A = acts[quant_act[u / n_tok]];
+                const int64_t t = u % n_tok;
+                uint8_t* row = dsts[quant_act[u / n_tok]] + (size_t)t * A.stride;
+                quantize_act_row_fast(A.type, x + t * n_in, row, n_in);
+                add_act_row_extras(A.type, row, n_in);
+            }
+        };
+        const int64_t units = (int64_t)n_quant * n_tok;
+        if (n_tok >= 4 && pool.size() > 1) pool.parallel_for(units, 1, quant);
+        else quant(0, units, 0);
+    }
+
+    // Rows of all matrices, concatenated; a chunk may span two matrices.
+    int64_t first_row[kMaxGroup + 1] = {0};
+    TileFn tiles[kMaxGroup];
+    for (int i = 0; i < count; ++i) {
+        first_row[i + 1] = first_row[i] + ws[i]->n_out;
+        tiles[i] = active_tile(ws[i]->type);
+    }
+    pool.parallel_for(first_row[count], kRowGrain, [&](int64_t b, int64_t e, int) {
+        for (int i = 0; i < count; ++i) {
+            const int64_t lo = std::max(b, first_row[i]), hi = std::min(e, first_row[i + 1]);
+            if (lo >= hi) continue;
+            const WeightMatrix& w = *ws[i];
+            const Act& A = acts[act_of[i]];
+            const int64_t r0 = lo - first_row[i];
+            tiles[i](w.n_in, static_cast<const uint8_t*>(w.data) + (size_t)r0 * w.row_bytes, w.row_bytes, hi - lo,
+                     A.data, A.stride, n_tok, ys[i] + r0, w.n_out);
+        }
+    });
+}
+
 void matmul_reference(const WeightMatrix& w, const float* x, int64_t n_tok, float* y) {
     check(w);
     const TileFn tile = scalar_kernel_table().get(w.type);

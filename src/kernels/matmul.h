@@ -36,6 +36,15 @@ struct WeightMatrix {
 // Rows of x must not alias y.
 void matmul(const WeightMatrix& w, const float* x, int64_t n_tok, float* y, ThreadPool& pool);
 
+// Several products that read the same input x (n_in equal): ys[i] (n_tok,
+// ws[i]->n_out) = x * ws[i]^T for i < count (Q/K/V, gate/up). One pool
+// dispatch covers every matrix's rows, and x is quantized once per distinct
+// weight type. Each output is bit-identical to matmul(*ws[i], x, n_tok, ys[i]).
+// At most kMaxGroup matrices.
+constexpr int kMaxGroup = 4;
+void matmul_group(const WeightMatrix* const* ws, float* const* ys, int count, const float* x, int64_t n_tok,
+                  ThreadPool& pool);
+
 // The scalar reference of the same computation (single thread, no SIMD).
 void matmul_reference(const WeightMatrix& w, const float* x, int64_t n_tok, float* y);
 

@@ -21,6 +21,9 @@ const float* prefill_chunked(Transformer& model, kv::KvCache& cache, ThreadPool&
         batch.clear();
         batch.add_chain(std::vector<int32_t>(tokens.begin() + off, tokens.begin() + off + n), start + (int32_t)off,
                         seq, false);
+        // Only the last token's logits are returned: earlier chunks skip the
+        // LM head (at one row it reads the whole output matrix).
+        if (off + n < tokens.size()) batch.want_logits.back() = 0;
         model.forward(batch, cache, pool, result);
         cache.commit_length(seq, (int)n);
     }

@@ -13,6 +13,22 @@
 
 namespace specdec::model {
 
+namespace {
+
+// Runs fn(i) for every row i in [0, n) on the pool. The per-row elementwise
+// steps (norms, RoPE, SiLU, residuals) are independent across rows; run on
+// the calling thread alone they were the serial part that kept a 2-thread
+// prefill from scaling. A row is computed the same way wherever it runs, and
+// a single row (decode) stays on the caller with no pool round trip.
+template <class Fn>
+void for_rows(ThreadPool& pool, int n, Fn&& fn) {
+    pool.parallel_for(n, 1, [&](int64_t b, int64_t e, int) {
+        for (int64_t i = b; i < e; ++i) fn((int)i);
+    });
+}
+
+}  // namespace
+
 Transformer::Transformer(const io::GgufFile& file, int layer_limit)
     : Transformer(file, std::vector<int>{}) {
     SPECDEC_CHECK(layer_limit >= 0 && layer_limit <= config_.n_layer, "model '", file.path(), "' has ",
@@ -79,13 +95,26 @@ void Transformer::attention_layer(int il, int cl, const ForwardBatch& b, kv::KvC
     // Gemma scales q before the product (and rounding); others scale scores.
     const float score_scale = c.arch == Arch::Gemma3 ? 1.0f : c.attn_scale;
     const int n_ctx = cache.n_ctx();
-    scores_.resize((size_t)pool.size() * n_ctx);
-    pool.parallel_for((int64_t)n * c.n_head, 1, [&](int64_t begin, int64_t end, int worker) {
-        float* scores = scores_.data() + (size_t)worker * n_ctx;
+    // Work item: one row and a block of the query heads of one KV head. The
+    // heads of a block share every K/V load (kernels::attention_heads); blocks
+    // are split only when rows x KV heads alone would leave workers idle
+    // (decode: 1 row). A head's result does not depend on its block.
+    int blocks = 1;
+    while (blocks < group && (int64_t)n * c.n_head_kv * blocks < 4 * (int64_t)pool.size()) ++blocks;
+    const int per_block = (group + blocks - 1) / blocks;
+    blocks = (group + per_block - 1) / per_block;
+    const int64_t per_row = (int64_t)c.n_head_kv * blocks;
+    scores_.resize((size_t)pool.size() * per_block * n_ctx);
+    pool.parallel_for((int64_t)n * per_row, 1, [&](int64_t begin, int64_t end, int worker) {
+        float* scores = scores_.data() + (size_t)worker * per_block * n_ctx;
         std::vector<int> extra;
         for (int64_t t = begin; t < end; ++t) {
-            const int i = (int)(t / c.n_head);
-            const int h = (int)(t % c.n_head);
+            // Last rows first: in a causal batch they see the most cells, and
+            // claiming the heavy items early balances the workers.
+            const int i = n - 1 - (int)(t / per_row);
+            const int g = (int)(t % per_row) / blocks;
+            const int h0 = g * group + (int)(t % blocks) * per_block;
+            const int n_q = std::min(per_block, (g + 1) * group - h0);
             const RowPlan& r = plan_[i];
             kernels::VisibleSlots vis;
             vis.begin = 0;
@@ -108,12 +137,11 @@ void Transformer::attention_layer(int il, int cl, const ForwardBatch& b, kv::KvC
             // at near-ties and speculation would stop being lossless.
             vis.batch_rows = 1;
             vis.extra_pos0 = qpos - vis.n_extra + 1;  // extras: the ancestor chain ending at this row
-            const int g = h / group;
-            kernels::attention_head(q_.data() + (size_t)i * c.q_dim() + (size_t)h * c.head_dim_k,
-                                    cache.k(cl, r.seq, 0) + (size_t)g * c.head_dim_k,
-                                    cache.v(cl, r.seq, 0) + (size_t)g * c.head_dim_v, c.kv_dim(), c.head_dim_k,
-                                    score_scale, vis, scores,
-                                    att_.data() + (size_t)i * c.q_dim() + (size_t)h * c.head_dim_v);
+            kernels::attention_heads(q_.data() + (size_t)i * c.q_dim() + (size_t)h0 * c.head_dim_k, c.head_dim_k, n_q,
+                                     cache.k(cl, r.seq, 0) + (size_t)g * c.head_dim_k,
+                                     cache.v(cl, r.seq, 0) + (size_t)g * c.head_dim_v, c.kv_dim(), c.head_dim_k,
+                                     score_scale, vis, scores,
+                                     att_.data() + (size_t)i * c.q_dim() + (size_t)h0 * c.head_dim_v, c.head_dim_v);
         }
     });
 }
@@ -151,17 +179,21 @@ void Transformer::forward(const ForwardBatch& b, kv::KvCache& cache, ThreadPool&
     for (int cl = 0; cl < n_run; ++cl) {
         const int il = layers_[cl];  // model layer; cl is its layer in the cache
         const LayerWeights& L = weights_.layers[il];
-        for (int i = 0; i < n; ++i)
+        for_rows(pool, n, [&](int i) {
             kernels::rmsnorm(x_.data() + (size_t)i * E, L.attn_norm, h_.data() + (size_t)i * E, E, c.norm_eps);
-        kernels::matmul(L.wq, h_.data(), n, q_.data(), pool);
-        kernels::matmul(L.wk, h_.data(), n, k_.data(), pool);
-        kernels::matmul(L.wv, h_.data(), n, v_.data(), pool);
+        });
+        {
+            // Q, K and V in one dispatch (one activation quantization per type).
+            const kernels::WeightMatrix* ws[] = {&L.wq, &L.wk, &L.wv};
+            float* ys[] = {q_.data(), k_.data(), v_.data()};
+            kernels::matmul_group(ws, ys, 3, h_.data(), n, pool);
+        }
         kernels::RopeParams rp;
         rp.n_rot = c.n_rot;
         rp.neox = c.rope_neox;
         rp.freq_base = c.layer_is_swa[il] ? c.rope_freq_base_swa : c.rope_freq_base;
         rp.freq_scale = c.layer_is_swa[il] ? 1.0f : c.rope_freq_scale;
-        for (int i = 0; i < n; ++i) {
+        for_rows(pool, n, [&](int i) {
             float* qi = q_.data() + (size_t)i * c.q_dim();
             float* ki = k_.data() + (size_t)i * c.kv_dim();
             float* vi = v_.data() + (size_t)i * c.v_dim();
@@ -185,19 +217,22 @@ void Transformer::forward(const ForwardBatch& b, kv::KvCache& cache, ThreadPool&
             uint16_t* vd = cache.v(cl, r.seq, r.slot);
             for (int d = 0; d < c.kv_dim(); ++d) kd[d] = fp32_to_fp16(ki[d]);
             for (int d = 0; d < c.v_dim(); ++d) vd[d] = fp32_to_fp16(vi[d]);
-            if (cl == 0) cache.set_pos(r.seq, r.slot, b.positions[i]);
-        }
+            if (cl == 0) cache.set_pos(r.seq, r.slot, b.positions[i]);  // distinct slots per row
+        });
         attention_layer(il, cl, b, cache, pool);
         kernels::matmul(L.wo, att_.data(), n, o_.data(), pool);
-        for (int i = 0; i < n; ++i) {
+        for_rows(pool, n, [&](int i) {
             float* oi = o_.data() + (size_t)i * E;
             if (c.post_norms) kernels::rmsnorm(oi, L.post_attn_norm, oi, E, c.norm_eps);
             kernels::add_inplace(x_.data() + (size_t)i * E, oi, E);
             kernels::rmsnorm(x_.data() + (size_t)i * E, L.ffn_norm, h_.data() + (size_t)i * E, E, c.norm_eps);
+        });
+        {
+            const kernels::WeightMatrix* ws[] = {&L.w_gate, &L.w_up};
+            float* ys[] = {gate_.data(), up_.data()};
+            kernels::matmul_group(ws, ys, 2, h_.data(), n, pool);
         }
-        kernels::matmul(L.w_gate, h_.data(), n, gate_.data(), pool);
-        kernels::matmul(L.w_up, h_.data(), n, up_.data(), pool);
-        for (int i = 0; i < n; ++i) {
+        for_rows(pool, n, [&](int i) {
             float* gi = gate_.data() + (size_t)i * c.n_ff;
             const float* ui = up_.data() + (size_t)i * c.n_ff;
             if (c.gelu_ffn) {
@@ -205,13 +240,13 @@ void Transformer::forward(const ForwardBatch& b, kv::KvCache& cache, ThreadPool&
             } else {
                 kernels::silu_mul(gi, ui, gi, c.n_ff);
             }
-        }
+        });
         kernels::matmul(L.w_down, gate_.data(), n, o_.data(), pool);
-        for (int i = 0; i < n; ++i) {
+        for_rows(pool, n, [&](int i) {
             float* oi = o_.data() + (size_t)i * E;
             if (c.post_norms) kernels::rmsnorm(oi, L.post_ffn_norm, oi, E, c.norm_eps);
             kernels::add_inplace(x_.data() + (size_t)i * E, oi, E);
-        }
+        });
         for (size_t ci = 0; ci < b.capture_layers.size(); ++ci)
             if (b.capture_layers[ci] == cl) out.hidden[ci].assign(x_.begin(), x_.begin() + (size_t)n * E);
     }
