@@ -313,3 +313,26 @@ def test_shards_merge_into_the_full_report(report, prompts_file, tmp_path):
     same_decodes(load_report(out), report["data"])
     p = run_bench(bench_cmd(prompts_file, out, "--shard", "3/2"), ok=False)
     assert p.returncode != 0 and "--shard" in p.stderr
+
+
+def test_llamacpp_baseline_resumes_from_its_checkpoint(tmp_path):
+    inp = {"model": str(model_path(DEFAULT_MODEL)), "threads": [1], "n_ctx": 256,
+           "turns": [{"conv": 0, "turn": 0, "tokens": [504, 3300, 30, 1848, 314]}],
+           "n_predict": 4, "temps": [0.0], "ignore_eos": True, "eog": [], "seed": 0, "warmup": 0, "reps": 1,
+           "pld_num_pred_tokens": 3, "pld_max_ngram_size": 2}
+    (tmp_path / "in.json").write_text(json.dumps(inp))
+    ckpt = tmp_path / "ck.jsonl"
+
+    def run(out: str) -> dict:
+        p = subprocess.run([str(REPO_ROOT / ".venv" / "bin" / "python"), str(REPO_ROOT / "tools" / "bench_llamacpp.py"),
+                            "--input", str(tmp_path / "in.json"), "--out", str(tmp_path / out),
+                            "--checkpoint", str(ckpt), "--quiet"], capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr
+        return json.loads((tmp_path / out).read_text())
+
+    first = run("a.json")
+    assert [r["method"] for r in first["runs"]] == ["llamacpp-ar", "llamacpp-pld"]
+    assert len(ckpt.read_text().splitlines()) == 2  # one record per method, appended as it finished
+    again = run("b.json")  # nothing left to run: the stored records, times included
+    assert again["runs"] == first["runs"]
+    assert len(ckpt.read_text().splitlines()) == 2
