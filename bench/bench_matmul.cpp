@@ -123,6 +123,8 @@ void args(benchmark::internal::Benchmark* b) {
         {TensorType::Q4_K, 4864, 896}, {TensorType::Q6_K, 4864, 896}, {TensorType::F32, 896, 896},
         {TensorType::Q4_0, 896, 4864}, {TensorType::Q5_1, 896, 4864}, {TensorType::Q5_K, 4864, 896},
         {TensorType::F16, 896, 4864},  {TensorType::BF16, 896, 4864},
+        // the 1.5B target's FFN (issue #4's largest model): Q4_K up/gate, Q6_K down
+        {TensorType::Q4_K, 1536, 8960}, {TensorType::Q6_K, 8960, 1536},
     };
     for (const Shape& s : shapes)
         for (int threads : {1, 2})
