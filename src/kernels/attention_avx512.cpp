@@ -170,53 +170,67 @@ void softmax_row(float* s, int n, const int* pos, bool ascending) {
     }
 }
 
-// KQV of QB heads for one lane (cells order[t0..t1), in position order) over
-// dims [d0, d0 + 64): FMAs from zero in cell order, as ggml's lane does. p of
-// head g at cell j: p[g * ss + j]. A zero p adds an exact zero (V is finite),
-// so cells where only some heads have p = 0 need no special case.
-template <int QB>
-void kqv_lane(const float* p, int ss, const uint16_t* v, int kv_stride, const int* slots, const int* order, int t0,
-              int t1, int d0, float* const* dst) {
-    __m512 acc[QB][4];
-    for (int g = 0; g < QB; ++g)
-        for (int r = 0; r < 4; ++r) acc[g][r] = _mm512_setzero_ps();
-    for (int t = t0; t < t1; ++t) {
-        const int j = order[t];
-        const uint16_t* vr = v + (size_t)slots[j] * kv_stride + d0;
-        __m512 vz[4];
-        for (int r = 0; r < 4; ++r) vz[r] = load_f16x16(vr + 16 * r);
-        for (int g = 0; g < QB; ++g) {
-            const __m512 pb = _mm512_set1_ps(p[(size_t)g * ss + j]);
-            for (int r = 0; r < 4; ++r) acc[g][r] = _mm512_fmadd_ps(pb, vz[r], acc[g][r]);
+// KQV of QB heads over output dims [d0, d0 + 16 * NV): lane l (cells order[start[l]
+// .. start[l+1]), in position order) accumulates p * V with FMAs from zero, as
+// ggml's lane does; per l < 16 the lanes l, l+16, l+32, l+48 are combined as
+// vec_dot_f16 does ((l + l+32) + (l+16 + l+48)), and the 16 results go
+// through the 16-lane tree, all in registers. An empty lane is an exact +0
+// operand: accumulators start at +0 and are never -0 (products of f16 values
+// are multiples of 2^-48, so no sum rounds to a signed zero), so adding it
+// changes nothing, as in the reference. A zero p adds an exact zero (V is
+// finite), so cells where only some heads have p = 0 need no special case.
+template <int QB, int NV>
+void kqv_dims(const float* p, int ss, const uint16_t* v, int kv_stride, const int* slots, const int* order,
+              const int* start, int d0, float* out, int out_stride) {
+    alignas(64) float red[QB][16][16 * NV];
+    for (int l = 0; l < 16; ++l) {
+        __m512 lane[4][QB][NV];
+        for (int q4 = 0; q4 < 4; ++q4) {
+            const int ln = l + 16 * q4;
+            for (int g = 0; g < QB; ++g)
+                for (int r = 0; r < NV; ++r) lane[q4][g][r] = _mm512_setzero_ps();
+            for (int t = start[ln]; t < start[ln + 1]; ++t) {
+                const int j = order[t];
+                __m512 vz[NV];
+                for (int r = 0; r < NV; ++r) vz[r] = load_f16x16(v + (size_t)slots[j] * kv_stride + d0 + 16 * r);
+                for (int g = 0; g < QB; ++g) {
+                    const __m512 pb = _mm512_set1_ps(p[(size_t)g * ss + j]);
+                    for (int r = 0; r < NV; ++r) lane[q4][g][r] = _mm512_fmadd_ps(pb, vz[r], lane[q4][g][r]);
+                }
+            }
         }
+        for (int g = 0; g < QB; ++g)
+            for (int r = 0; r < NV; ++r)
+                _mm512_store_ps(&red[g][l][16 * r], _mm512_add_ps(_mm512_add_ps(lane[0][g][r], lane[2][g][r]),
+                                                                  _mm512_add_ps(lane[1][g][r], lane[3][g][r])));
     }
     for (int g = 0; g < QB; ++g)
-        for (int r = 0; r < 4; ++r) _mm512_storeu_ps(dst[g] + d0 + 16 * r, acc[g][r]);
+        for (int r = 0; r < NV; ++r) {
+            __m512 x[16];
+            for (int l = 0; l < 16; ++l) x[l] = _mm512_load_ps(&red[g][l][16 * r]);
+            for (int step = 8; step >= 1; step /= 2)
+                for (int l = 0; l < step; ++l) x[l] = _mm512_add_ps(x[l], x[l + step]);
+            _mm512_storeu_ps(out + (size_t)g * out_stride + d0 + 16 * r, x[0]);
+        }
 }
 
-void kqv_lane_dispatch(int qb, const float* p, int ss, const uint16_t* v, int kv_stride, const int* slots,
-                       const int* order, int t0, int t1, int d0, float* const* dst) {
+// Dims per pass: 16 * NV, NV as large as the registers allow (4 lanes x QB x
+// NV accumulators), so few heads still read each V row in few passes.
+int kqv_dims_per_pass(int qb) { return qb == 1 ? 64 : qb <= 3 ? 32 : 16; }
+
+void kqv_dispatch(int qb, const float* p, int ss, const uint16_t* v, int kv_stride, const int* slots,
+                  const int* order, const int* start, int d0, float* out, int out_stride) {
     switch (qb) {
-        case 1: kqv_lane<1>(p, ss, v, kv_stride, slots, order, t0, t1, d0, dst); break;
-        case 2: kqv_lane<2>(p, ss, v, kv_stride, slots, order, t0, t1, d0, dst); break;
-        case 3: kqv_lane<3>(p, ss, v, kv_stride, slots, order, t0, t1, d0, dst); break;
-        case 4: kqv_lane<4>(p, ss, v, kv_stride, slots, order, t0, t1, d0, dst); break;
-        case 5: kqv_lane<5>(p, ss, v, kv_stride, slots, order, t0, t1, d0, dst); break;
-        default: kqv_lane<6>(p, ss, v, kv_stride, slots, order, t0, t1, d0, dst); break;
+        case 1: kqv_dims<1, 4>(p, ss, v, kv_stride, slots, order, start, d0, out, out_stride); break;
+        case 2: kqv_dims<2, 2>(p, ss, v, kv_stride, slots, order, start, d0, out, out_stride); break;
+        case 3: kqv_dims<3, 2>(p, ss, v, kv_stride, slots, order, start, d0, out, out_stride); break;
+        case 4: kqv_dims<4, 1>(p, ss, v, kv_stride, slots, order, start, d0, out, out_stride); break;
+        case 5: kqv_dims<5, 1>(p, ss, v, kv_stride, slots, order, start, d0, out, out_stride); break;
+        default: kqv_dims<6, 1>(p, ss, v, kv_stride, slots, order, start, d0, out, out_stride); break;
     }
 }
 
-// a += b over n floats (n % 16 == 0); nullptr is an all-zero operand (an
-// empty lane: accumulators start at +0 and never become -0, so skipping the
-// add is exact).
-inline float* add_lanes(float* a, float* b, int n) {
-    if (!a) return b;
-    if (!b) return a;
-    for (int d = 0; d < n; d += 16) _mm512_storeu_ps(a + d, _mm512_add_ps(_mm512_loadu_ps(a + d), _mm512_loadu_ps(b + d)));
-    return a;
-}
-
-// Up to kMaxQb heads per pass (registers: kMaxQb x 4 accumulators + 4 V rows).
+// Up to kMaxQb heads per pass (registers: 4 lanes x kMaxQb accumulators).
 constexpr int kMaxQb = 6;
 
 }  // namespace
@@ -243,12 +257,10 @@ void attention_heads_avx512(const float* q, int q_stride, int n_q, const uint16_
     const int per_pass = (n_q + n_pass - 1) / n_pass;
     thread_local std::vector<float> qbuf;
     thread_local std::vector<int> order;
-    thread_local std::vector<float> lane_buf;
     qbuf.resize((size_t)kMaxQb * D + 16);
     // 64-byte aligned view of the rounded queries.
     float* qh = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(qbuf.data()) + 63) & ~(uintptr_t)63);
     order.resize(n);
-    lane_buf.resize((size_t)kMaxQb * 64 * D);
 
     for (int g0 = 0; g0 < n_q; g0 += per_pass) {
         const int G = std::min(per_pass, n_q - g0);
@@ -280,29 +292,9 @@ void attention_heads_avx512(const float* q, int q_stride, int n_q, const uint16_
                 if (any) order[fill[pos[j] % 64]++] = j;
             }
         }
-        // lane_buf: [head][lane][D].
-        for (int l = 0; l < 64; ++l) {
-            if (start[l] == start[l + 1]) continue;
-            float* dst[kMaxQb];
-            for (int g = 0; g < G; ++g) dst[g] = lane_buf.data() + ((size_t)g * 64 + l) * D;
-            for (int d0 = 0; d0 < D; d0 += 64)
-                kqv_lane_dispatch(G, sc, n, v, kv_stride, slots, order.data(), start[l], start[l + 1], d0, dst);
-        }
-        // Per head: x0+=x2, x1+=x3, x0+=x1 over the 64 lanes, then the 16-lane tree.
-        for (int g = 0; g < G; ++g) {
-            float* lp[64];
-            for (int l = 0; l < 64; ++l)
-                lp[l] = start[l] == start[l + 1] ? nullptr : lane_buf.data() + ((size_t)g * 64 + l) * D;
-            float* red[16];
-            for (int l = 0; l < 16; ++l) {
-                float* a = add_lanes(lp[l], lp[l + 32], D);
-                float* b = add_lanes(lp[l + 16], lp[l + 48], D);
-                red[l] = add_lanes(a, b, D);
-            }
-            for (int step = 8; step >= 1; step /= 2)
-                for (int l = 0; l < step; ++l) red[l] = add_lanes(red[l], red[l + step], D);
-            if (red[0]) std::memcpy(out + (size_t)(g0 + g) * out_stride, red[0], sizeof(float) * (size_t)D);
-        }
+        for (int d0 = 0; d0 < D; d0 += kqv_dims_per_pass(G))
+            kqv_dispatch(G, sc, n, v, kv_stride, slots, order.data(), start, d0, out + (size_t)g0 * out_stride,
+                         out_stride);
     }
 }
 
