@@ -427,13 +427,20 @@ void run_sweep(BenchResult& r) {
                                 if ((int)toks.size() > max_prompt) {
                                     skip_from[c] = turn;
                                     const int left = (int)r.conversations[c].turns.size() - turn;
-                                    r.skipped.push_back({{"conv", r.conversations[c].id},
-                                                         {"turn", turn},
-                                                         {"prompt_tokens", toks.size()},
-                                                         {"reason", "prompt longer than " + std::to_string(max_prompt) +
-                                                                        " tokens (context " +
-                                                                        std::to_string(eng.target->n_ctx()) + ", -n " +
-                                                                        std::to_string(o.n_predict) + ")"}});
+                                    // In the checkpoint too, so a merged report lists other shards' skips.
+                                    const std::string skip_key = "skipped | " + r.conversations[c].id + " | turn " +
+                                                                 std::to_string(turn);
+                                    if (!ckpt.find(skip_key))
+                                        ckpt.append({{"unit", skip_key},
+                                                     {"records", nlohmann::json::array()},
+                                                     {"skipped",
+                                                      {{"conv", r.conversations[c].id},
+                                                       {"turn", turn},
+                                                       {"prompt_tokens", toks.size()},
+                                                       {"reason", "prompt longer than " + std::to_string(max_prompt) +
+                                                                      " tokens (context " +
+                                                                      std::to_string(eng.target->n_ctx()) + ", -n " +
+                                                                      std::to_string(o.n_predict) + ")"}}}});
                                     prog.add_total(-o.reps * left * per_group * n_groups);
                                     continue;
                                 }
@@ -584,9 +591,11 @@ void run_sweep(BenchResult& r) {
     // The report: every record of every checkpoint (this run's, earlier
     // sessions', other shards'), in configuration, turn, conversation order.
     r.records.clear();
+    r.skipped = nlohmann::json::array();
     std::map<std::pair<std::string, int>, int> batch_ids;
     for (const auto& line : Checkpoint::load_all(o.out_dir, r.fingerprint)) {
         const std::string unit = line["unit"].get<std::string>();
+        if (line.contains("skipped")) r.skipped.push_back(line["skipped"]);
         for (const auto& js : line["records"]) {
             TurnRecord t = record_from_state(r, js);
             const auto bk = std::make_pair(unit, t.config);

@@ -336,3 +336,24 @@ def test_llamacpp_baseline_resumes_from_its_checkpoint(tmp_path):
     again = run("b.json")  # nothing left to run: the stored records, times included
     assert again["runs"] == first["runs"]
     assert len(ckpt.read_text().splitlines()) == 2
+
+
+def test_shard_reports_merge_skipped_turns(report, prompts_file, tmp_path):
+    recs = [r for r in report["data"]["records"] if r["method"] == "ar"]
+    second = next(r["prompt_tokens"] for r in recs if r["conv_id"] == "p1" and r["turn"] == 1)
+    first = max(r["prompt_tokens"] for r in recs if r["turn"] == 0)
+    assert first < second
+    out = tmp_path / "out"
+    def cmd(*extra: str) -> list[str]:
+        c = bench_cmd(prompts_file, out, "--max-prompt-tokens", str(second - 1), *extra)
+        c[c.index("--method") + 1] = "ar,ngram"
+        return c
+
+    run_bench(cmd("--shard", "2/2"))  # p1: its second turn does not fit
+    run_bench(cmd("--shard", "1/2"))  # p0, then the merged report
+    data = load_report(out)
+    assert [(s["conv"], s["turn"]) for s in data["skipped"]] == [("p1", 1)]
+    assert {(r["conv_id"], r["turn"]) for r in data["records"]} == {("p0", 0), ("p1", 0)}
+    # resuming does not list it twice
+    run_bench(cmd("--shard", "1/2", "--resume"))
+    assert len(load_report(out)["skipped"]) == 1
