@@ -37,12 +37,7 @@ nlohmann::json ssd_run_header(const SsdConfig& cfg, const sample::SamplingParams
                               runtime::Engine& draft, int target_threads) {
     nlohmann::json h;
     h["method"] = "ssd";
-    h["seed"] = p.seed;
-    h["temperature"] = p.temperature;
-    h["top_k"] = p.top_k;
-    h["top_p"] = p.top_p;
-    h["min_p"] = p.min_p;
-    h["repeat_penalty"] = p.repeat_penalty;
+    spec::add_sampling_fields(h, p);
     h["ssd_k"] = cfg.k;
     h["fanout"] = fanout_name(cfg.fanout);
     h["fanout_budget"] = cfg.fanout_budget;
@@ -55,10 +50,8 @@ nlohmann::json ssd_run_header(const SsdConfig& cfg, const sample::SamplingParams
     h["draft_pin_cpus"] = cfg.draft_pin_cpus;
     h["draft_seed"] = cfg.draft_seed;
     h["vocab_subset_n"] = cfg.vocab_subset_n;
-    h["target_model"] = target.options().model_path;
-    h["target_hash"] = spec::file_hash(target.options().model_path);
-    h["draft_model"] = draft.options().model_path;
-    h["draft_hash"] = spec::file_hash(draft.options().model_path);
+    spec::add_model_fields(h, "target", target.options().model_path);
+    spec::add_model_fields(h, "draft", draft.options().model_path);
     h["draft_layers_run"] = draft.model().n_layers_run();
     return h;
 }

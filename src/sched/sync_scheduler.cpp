@@ -108,12 +108,7 @@ namespace {
 nlohmann::json run_header(const SpecConfig& cfg, const runtime::Engine& target, const runtime::Engine* draft,
                           const sample::SamplingParams& p) {
     nlohmann::json h;
-    h["seed"] = p.seed;
-    h["temperature"] = p.temperature;
-    h["top_k"] = p.top_k;
-    h["top_p"] = p.top_p;
-    h["min_p"] = p.min_p;
-    h["repeat_penalty"] = p.repeat_penalty;
+    spec::add_sampling_fields(h, p);
     h["method"] = method_name(cfg.method);
     h["mode"] = mode_name(cfg.mode);
     h["draft_k"] = cfg.draft_k;
@@ -125,12 +120,8 @@ nlohmann::json run_header(const SpecConfig& cfg, const runtime::Engine& target, 
     h["tree_sampled"] = cfg.tree_sampled;
     h["draft_window"] = cfg.draft_window;
     h["vocab_subset_n"] = cfg.vocab_subset_n;
-    h["target_model"] = target.options().model_path;
-    h["target_hash"] = spec::file_hash(target.options().model_path);
-    if (draft) {
-        h["draft_model"] = draft->options().model_path;
-        h["draft_hash"] = spec::file_hash(draft->options().model_path);
-    }
+    spec::add_model_fields(h, "target", target.options().model_path);
+    if (draft) spec::add_model_fields(h, "draft", draft->options().model_path);
     return h;
 }
 }  // namespace

@@ -71,4 +71,18 @@ std::string file_hash(const std::string& path) {
     return hex;
 }
 
+void add_sampling_fields(nlohmann::json& h, const sample::SamplingParams& p) {
+    h["seed"] = p.seed;
+    h["temperature"] = p.temperature;
+    h["top_k"] = p.top_k;
+    h["top_p"] = p.top_p;
+    h["min_p"] = p.min_p;
+    h["repeat_penalty"] = p.repeat_penalty;
+}
+
+void add_model_fields(nlohmann::json& h, const std::string& role, const std::string& path) {
+    h[role + "_model"] = path;
+    h[role + "_hash"] = file_hash(path);
+}
+
 }  // namespace specdec::spec

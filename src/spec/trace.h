@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "sample/sampler.h"
 #include "spec/draft_tree.h"
 #include "spec/tree_tensors.h"
 #include "spec/verifier.h"
@@ -41,5 +42,11 @@ private:
 
 // A content hash of a file (64-bit, hex), to pin which model a trace came from.
 std::string file_hash(const std::string& path);
+
+// Run-header fields every trace records so a run can be reproduced: the
+// sampling parameters (seed included), and a model's path and content hash
+// under "<role>_model" / "<role>_hash".
+void add_sampling_fields(nlohmann::json& header, const sample::SamplingParams& p);
+void add_model_fields(nlohmann::json& header, const std::string& role, const std::string& path);
 
 }  // namespace specdec::spec
