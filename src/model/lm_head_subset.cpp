@@ -1,5 +1,6 @@
 #include "model/lm_head_subset.h"
 
+#include <algorithm>
 #include <cstring>
 #include <new>
 
@@ -45,6 +46,22 @@ void LmHeadSubset::logits(const float* hidden, std::span<const int> rows, Thread
         kernels::rmsnorm(hidden + (size_t)rows[k] * E, model_.weights().output_norm, h_.data() + (size_t)k * E, E,
                          c.norm_eps);
     kernels::matmul(w_, h_.data(), m, out.data(), pool);
+}
+
+void LmHeadSubset::forward(Transformer& model, ForwardBatch& batch, kv::KvCache& cache, ThreadPool& pool,
+                           ForwardResult& out) {
+    want_rows_.clear();
+    for (int i = 0; i < batch.size(); ++i)
+        if (batch.want_logits[i]) want_rows_.push_back(i);
+    std::fill(batch.want_logits.begin(), batch.want_logits.end(), 0);
+    batch.capture_layers.clear();
+    if (!want_rows_.empty()) batch.capture_layers.push_back(hidden_layer_);
+    model.forward(batch, cache, pool, out);
+    if (!want_rows_.empty()) logits(out.hidden[0].data(), want_rows_, pool, out.logits);
+    for (int i : want_rows_) batch.want_logits[i] = 1;
+    batch.capture_layers.clear();
+    out.logit_rows = want_rows_;
+    out.n_vocab = size();
 }
 
 }  // namespace specdec::model

@@ -41,6 +41,13 @@ public:
     // `hidden` (n rows of n_embd, as captured by the forward).
     void logits(const float* hidden, std::span<const int> rows, ThreadPool& pool, std::vector<float>& out);
 
+    // A forward of `batch` whose logits come from this head: the model runs
+    // with no full head and the last layer captured, then logits() fills `out`
+    // for the rows that want them, so `out` reads as a full-head result with
+    // size() columns (logit_rows, n_vocab set). `batch` is left as it came.
+    void forward(Transformer& model, ForwardBatch& batch, kv::KvCache& cache, ThreadPool& pool,
+                 ForwardResult& out);
+
 private:
     struct FreeAligned {
         void operator()(uint8_t* p) const;
@@ -51,6 +58,7 @@ private:
     kernels::WeightMatrix w_;
     int hidden_layer_ = 0;
     std::vector<float> h_;  // (rows, n_embd) normed rows
+    std::vector<int> want_rows_;  // forward(): rows asking for logits
 };
 
 }  // namespace specdec::model

@@ -133,21 +133,7 @@ void DraftWorker::forward() {
         ctx_.model->forward(batch_, *ctx_.cache, *pool_, result_);
         return;
     }
-    // No full LM head: capture the last hidden state, apply the subset head to
-    // the rows that want logits (result_ then holds them in row order, as the
-    // full head would).
-    want_rows_.clear();
-    for (int i = 0; i < batch_.size(); ++i)
-        if (batch_.want_logits[i]) want_rows_.push_back(i);
-    std::fill(batch_.want_logits.begin(), batch_.want_logits.end(), 0);
-    batch_.capture_layers.clear();
-    if (!want_rows_.empty()) batch_.capture_layers.push_back(head_->hidden_layer());
-    ctx_.model->forward(batch_, *ctx_.cache, *pool_, result_);
-    if (!want_rows_.empty()) head_->logits(result_.hidden[0].data(), want_rows_, *pool_, result_.logits);
-    for (int i : want_rows_) batch_.want_logits[i] = 1;
-    batch_.capture_layers.clear();
-    result_.logit_rows = want_rows_;
-    result_.n_vocab = head_->size();
+    head_->forward(*ctx_.model, batch_, *ctx_.cache, *pool_, result_);  // logits over the subset only
 }
 
 void DraftWorker::widen(const float* draft_row, std::vector<float>& out) const {

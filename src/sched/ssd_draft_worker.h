@@ -119,7 +119,6 @@ private:
     std::unique_ptr<ThreadPool> pool_;  // created on the worker thread
     std::vector<int32_t> allowed_;      // subset: draftable ids, ascending (logit column j <-> allowed_[j])
     std::unique_ptr<model::LmHeadSubset> head_;  // subset LM head (null: the full head)
-    std::vector<int> want_rows_;
     Channel<ToDraft> inbox_;
     Channel<FromDraft> outbox_;
     std::vector<Seq> seqs_;

@@ -102,20 +102,7 @@ void DraftModelProposer::forward() {
     if (!head_) {
         model_.forward(batch_, cache_, pool_, result_);
     } else {
-        // No full LM head: capture the last hidden state, apply the subset head
-        // to the rows that want logits.
-        want_rows_.clear();
-        for (int i = 0; i < batch_.size(); ++i)
-            if (batch_.want_logits[i]) want_rows_.push_back(i);
-        std::fill(batch_.want_logits.begin(), batch_.want_logits.end(), 0);
-        batch_.capture_layers.clear();
-        if (!want_rows_.empty()) batch_.capture_layers.push_back(head_->hidden_layer());
-        model_.forward(batch_, cache_, pool_, result_);
-        if (!want_rows_.empty()) head_->logits(result_.hidden[0].data(), want_rows_, pool_, result_.logits);
-        for (int i : want_rows_) batch_.want_logits[i] = 1;
-        batch_.capture_layers.clear();
-        result_.logit_rows = want_rows_;
-        result_.n_vocab = head_->size();
+        head_->forward(model_, batch_, cache_, pool_, result_);  // logits over the subset only
     }
     forward_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
 }

@@ -142,7 +142,6 @@ private:
     std::unique_ptr<model::LmHeadSubset> head_;  // subset LM head (null: full logits)
     std::vector<int32_t> col_of_;   // (target vocab) head column of an id; head size when outside
     std::vector<int32_t> cols_;     // scratch for to_columns
-    std::vector<int> want_rows_;    // scratch: rows asking for logits in the current forward
     std::vector<Pick> picks_;
     std::vector<std::vector<int32_t>> known_;  // (n_seq) tokens committed in the draft cache
     std::vector<int> wstart_;                  // (n_seq) history index of the draft's position 0
