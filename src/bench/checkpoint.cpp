@@ -128,37 +128,17 @@ std::vector<nlohmann::json> Checkpoint::load_all(const std::string& out_dir, con
     return out;
 }
 
+// A record's stored fields, each under its member's name (batch_id and
+// speedup are recomputed when the report is rebuilt from the records).
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TurnRecord, config, conv, turn, n_prompt, n_generated, prefill_s, decode_s,
+                                   rep_decode_s, rounds, emitted, drafted, accepted, mean_accept_len, draft_s,
+                                   tree_s, verify_s, commit_s, has_ssd, ssd_hit_rate, stall_s, finish_reason,
+                                   matches_ar, trace_file, shared_prefill, draft_prefill_s, tokens, text)
+
 nlohmann::json record_state(const BenchResult& r, const TurnRecord& t) {
-    nlohmann::json j;
-    j["config"] = t.config;
+    nlohmann::json j = t;
     j["config_label"] = r.configs[t.config].label();
-    j["conv"] = t.conv;
     j["conv_id"] = r.conversations[t.conv].id;
-    j["turn"] = t.turn;
-    j["n_prompt"] = t.n_prompt;
-    j["n_generated"] = t.n_generated;
-    j["prefill_s"] = t.prefill_s;
-    j["decode_s"] = t.decode_s;
-    j["rep_decode_s"] = t.rep_decode_s;
-    j["rounds"] = t.rounds;
-    j["emitted"] = t.emitted;
-    j["drafted"] = t.drafted;
-    j["accepted"] = t.accepted;
-    j["mean_accept_len"] = t.mean_accept_len;
-    j["draft_s"] = t.draft_s;
-    j["tree_s"] = t.tree_s;
-    j["verify_s"] = t.verify_s;
-    j["commit_s"] = t.commit_s;
-    j["has_ssd"] = t.has_ssd;
-    j["ssd_hit_rate"] = t.ssd_hit_rate;
-    j["stall_s"] = t.stall_s;
-    j["finish_reason"] = t.finish_reason;
-    j["matches_ar"] = t.matches_ar;
-    j["trace_file"] = t.trace_file;
-    j["shared_prefill"] = t.shared_prefill;
-    j["draft_prefill_s"] = t.draft_prefill_s;
-    j["tokens"] = t.tokens;
-    j["text"] = t.text;
     return j;
 }
 
@@ -174,31 +154,7 @@ TurnRecord record_from_state(const BenchResult& r, const nlohmann::json& j) {
                       r.conversations[t.conv].id == j.at("conv_id").get<std::string>(),
                   "checkpoint record of conversation '", j.at("conv_id").get<std::string>(),
                   "' does not match this run's prompts");
-    t.turn = j.at("turn").get<int>();
-    t.n_prompt = j.at("n_prompt").get<int>();
-    t.n_generated = j.at("n_generated").get<int>();
-    t.prefill_s = j.at("prefill_s").get<double>();
-    t.decode_s = j.at("decode_s").get<double>();
-    t.rep_decode_s = j.at("rep_decode_s").get<std::vector<double>>();
-    t.rounds = j.at("rounds").get<int>();
-    t.emitted = j.at("emitted").get<int>();
-    t.drafted = j.at("drafted").get<int>();
-    t.accepted = j.at("accepted").get<int>();
-    t.mean_accept_len = j.at("mean_accept_len").get<double>();
-    t.draft_s = j.at("draft_s").get<double>();
-    t.tree_s = j.at("tree_s").get<double>();
-    t.verify_s = j.at("verify_s").get<double>();
-    t.commit_s = j.at("commit_s").get<double>();
-    t.has_ssd = j.at("has_ssd").get<bool>();
-    t.ssd_hit_rate = j.at("ssd_hit_rate").get<double>();
-    t.stall_s = j.at("stall_s").get<double>();
-    t.finish_reason = j.at("finish_reason").get<std::string>();
-    t.matches_ar = j.at("matches_ar").get<int>();
-    t.trace_file = j.at("trace_file").get<std::string>();
-    t.shared_prefill = j.at("shared_prefill").get<bool>();
-    t.draft_prefill_s = j.at("draft_prefill_s").get<double>();
-    t.tokens = j.at("tokens").get<std::vector<int32_t>>();
-    t.text = j.at("text").get<std::string>();
+    j.get_to(t);
     return t;
 }
 
