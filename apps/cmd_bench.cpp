@@ -38,7 +38,7 @@ int cmd_bench(int argc, char** argv) {
     app.add_option("--batch", batches, "sequences decoded together (comma-separated)");
     app.add_option("--ssd-k", ssd_ks, "ssd: speculation lengths K (comma-separated)");
     app.add_option("--fanout", fanouts, "ssd: fan-out kinds, geometric and/or uniform (comma-separated)");
-    app.add_option("--saguaro-c", cs, "ssd: Saguaro C values in [0, 1] (comma-separated; 1 = off)");
+    app.add_option("--saguaro-c", cs, "ssd: Saguaro C values in [0, 16] (comma-separated; 1 = off)");
     app.add_option("--fanout-budget", o.fanout_budget, "ssd: cached branches per round (sum of F_k)")
         ->check(CLI::Range(0, 256));
     app.add_option("--backup", o.ssd_backup, "ssd: backup on a cache miss")
@@ -154,7 +154,7 @@ int cmd_bench(int argc, char** argv) {
     for (const auto& f : o.fanout) sched::parse_fanout(f);  // a clear error for a bad name
     o.saguaro_c = parse_double_list(cs, "--saguaro-c");
     for (int k : o.ssd_k) SPECDEC_CHECK(k >= 1 && k <= 64, "--ssd-k ", k, " is outside [1, 64]");
-    for (double c : o.saguaro_c) SPECDEC_CHECK(c >= 0 && c <= 1, "--saguaro-c ", c, " is outside [0, 1]");
+    for (double c : o.saguaro_c) SPECDEC_CHECK(c >= 0 && c <= 16, "--saguaro-c ", c, " is outside [0, 16]");
     if (!fwd.empty()) o.forward_sizes = parse_int_list(fwd, "--forward-sizes");
     for (int b : o.tree_budget) SPECDEC_CHECK(b >= 2 && b <= 512, "--tree-budget ", b, " is outside [2, 512]");
     for (int d : o.tree_depth) SPECDEC_CHECK(d >= 1 && d <= 64, "--tree-depth ", d, " is outside [1, 64]");
