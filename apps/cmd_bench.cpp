@@ -15,6 +15,7 @@
 #include "bench/sys_info.h"
 #include "cli_commands.h"
 #include "core/error.h"
+#include "runtime/draft_source.h"
 #include "runtime/model_locator.h"
 #include "sched/ssd_config.h"
 
@@ -28,6 +29,9 @@ int cmd_bench(int argc, char** argv) {
                 threads = "0", sets, fwd, ssd_ks = "4", fanouts = "geometric", cs = "1";
     app.add_option("-m,--model", o.target, "target GGUF file or manifest name (default: the manifest's default)");
     app.add_option("-d,--draft", o.draft, "draft model for chain, tree and ssd");
+    app.add_option("--draft-layers", o.draft_layers,
+                   "self-speculation draft instead of -d: the target's first L layers, a list such as 0-7,10, "
+                   "or auto (the choice `specdec calibrate` saved)");
     app.add_option("--method", methods, "comma-separated methods: ar,chain,tree,ngram,ssd");
     app.add_option("--tree-budget", budgets, "tree: node budgets incl. the root (comma-separated)");
     app.add_option("--tree-depth", depths, "tree: max depths (comma-separated)");
@@ -170,6 +174,18 @@ int cmd_bench(int argc, char** argv) {
                   "--vocab-subset needs --vocab-corpus FILE (or an existing --vocab-subset-file)");
     for (int i = 0; i < argc; ++i) o.argv.push_back(argv[i]);
 
+    o.target_path = runtime::resolve_model(o.target);
+    if (!o.draft.empty()) o.draft_path = runtime::resolve_model(o.draft);
+    if (!o.draft_layers.empty()) {
+        SPECDEC_CHECK(o.draft.empty(), "give either -d DRAFT or --draft-layers L, not both");
+        const runtime::DraftLayers d = runtime::resolve_draft_layers(o.draft_layers, o.target_path);
+        SPECDEC_CHECK(!d.use_ar, "--draft-layers auto: calibration found no self-speculation depth faster than AR, "
+                                 "so there is no draft to benchmark");
+        o.draft = o.target;
+        o.draft_path = o.target_path;
+        o.draft_keep_layers = d.keep_layers;
+    }
+
     // Methods this build cannot run are reported, never faked.
     BenchResult r;
     for (const auto& m : o.methods) {
@@ -183,8 +199,6 @@ int cmd_bench(int argc, char** argv) {
         SPECDEC_CHECK(o.methods.size() == 1 && o.methods[0] == "ar",
                       "--prefill/--decode/--forward-sizes are the AR micro-mode: use them with --method ar only");
 
-    o.target_path = runtime::resolve_model(o.target);
-    if (!o.draft.empty()) o.draft_path = runtime::resolve_model(o.draft);
     const std::string root = repo_root();
     std::filesystem::create_directories(o.out_dir);
 
@@ -221,7 +235,8 @@ int cmd_bench(int argc, char** argv) {
                          {"vocab_subset_file", o.vocab_subset_file}, {"vocab_corpus", o.vocab_corpus},
                          {"order", o.order},           {"shared_prefill", o.order == "turn" && o.shared_prefill},
                          {"resume", o.resume},         {"shard", std::to_string(o.shard_i + 1) + "/" + std::to_string(o.shard_n)},
-                         {"stop_after", o.stop_after}, {"protocol", o.protocol},      {"quiet", o.quiet}};
+                         {"stop_after", o.stop_after}, {"protocol", o.protocol},      {"quiet", o.quiet},
+                         {"draft_layers", o.draft_keep_layers}};
     r.meta["seeds"] = {{"sampling", o.seed}};
     r.meta["argv"] = o.argv;
 

@@ -11,6 +11,10 @@ struct BenchOptions {
     // Models.
     std::string target, draft;          // as given (path or manifest name)
     std::string target_path, draft_path;  // resolved
+    // Self-speculation (--draft-layers L|LIST|auto): the draft is the target
+    // running only these layers (draft_path == target_path).
+    std::string draft_layers;
+    std::vector<int> draft_keep_layers;
     // Sweeps (comma-separated on the command line).
     std::vector<std::string> methods{"ar"};
     std::vector<int> tree_budget{16};

@@ -100,14 +100,14 @@ bool method_available(const std::string& m, const BenchOptions& o, std::string* 
     if (m == "ar" || m == "ngram") return true;
     if (m == "chain" || m == "tree") {
         if (o.draft.empty()) {
-            if (why) *why = "method '" + m + "' needs a draft model (-d DRAFT)";
+            if (why) *why = "method '" + m + "' needs a draft model (-d DRAFT or --draft-layers L)";
             return false;
         }
         return true;
     }
     if (m == "ssd") {
         if (o.draft.empty()) {
-            if (why) *why = "method 'ssd' needs a draft model (-d DRAFT)";
+            if (why) *why = "method 'ssd' needs a draft model (-d DRAFT or --draft-layers L)";
             return false;
         }
         return true;
@@ -135,6 +135,7 @@ Engines load_engines(const BenchOptions& o, int threads, int n_seq, bool need_dr
     if (need_draft) {
         runtime::EngineOptions d = eo;
         d.model_path = o.draft_path;
+        d.keep_layers = o.draft_keep_layers;  // self-speculation (empty: every layer)
         d.n_ctx = e.target->n_ctx();
         d.n_threads = 1;  // chain/tree: the draft runs on the target's pool; ssd: on its worker's own
         if (need_ssd) d.n_seq = n_seq * (1 + o.fanout_budget);

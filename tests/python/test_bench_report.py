@@ -357,3 +357,28 @@ def test_shard_reports_merge_skipped_turns(report, prompts_file, tmp_path):
     # resuming does not list it twice
     run_bench(cmd("--shard", "1/2", "--resume"))
     assert len(load_report(out)["skipped"]) == 1
+
+
+def test_self_speculation_draft_layers(prompts_file, tmp_path):
+    """--draft-layers: the draft is the target running its first L layers. With
+    every layer kept, draft and target agree on every token, so every drafted
+    token is accepted; -d together with --draft-layers is refused."""
+    model = str(model_path(DEFAULT_MODEL))
+    common = ["--method", "ar,chain", "--draft-k", "3", "--prompts", str(prompts_file), "--chat", "-n", "8",
+              "-t", "1", "--warmup", "0", "-c", "512", "-q"]
+    out = tmp_path / "o"
+    run_bench([str(BIN), "bench", "-m", model, "--draft-layers", "30", *common, "-o", str(out)])
+    data = load_report(out)
+    assert data["meta"]["options"]["draft_layers"] == list(range(30))
+    chain = [r for r in data["records"] if r["method"] == "chain"]
+    assert len(chain) == 3 and all(r["matches_ar"] for r in chain)
+    assert all(r["drafted"] > 0 and r["accepted"] == r["drafted"] for r in chain)
+    # A 2-layer draft really runs 2 layers: it misses tokens the full model gets.
+    shallow = tmp_path / "shallow"
+    run_bench([str(BIN), "bench", "-m", model, "--draft-layers", "2", *common, "-o", str(shallow)])
+    chain2 = [r for r in load_report(shallow)["records"] if r["method"] == "chain"]
+    assert all(r["matches_ar"] for r in chain2)
+    assert sum(r["accepted"] for r in chain2) < sum(r["drafted"] for r in chain2)
+    p = run_bench([str(BIN), "bench", "-m", model, "-d", model, "--draft-layers", "3", *common,
+                   "-o", str(tmp_path / "bad")], ok=False)
+    assert p.returncode != 0 and "not both" in p.stderr
