@@ -158,7 +158,9 @@ int cmd_bench(int argc, char** argv) {
     for (const auto& f : o.fanout) sched::parse_fanout(f);  // a clear error for a bad name
     o.saguaro_c = parse_double_list(cs, "--saguaro-c");
     for (int k : o.ssd_k) SPECDEC_CHECK(k >= 1 && k <= 64, "--ssd-k ", k, " is outside [1, 64]");
-    for (double c : o.saguaro_c) SPECDEC_CHECK(c >= 0 && c <= 16, "--saguaro-c ", c, " is outside [0, 16]");
+    for (double c : o.saguaro_c)
+        SPECDEC_CHECK(c >= 0 && c <= sched::SsdConfig::kMaxSaguaroC, "--saguaro-c ", c, " is outside [0, ",
+                      sched::SsdConfig::kMaxSaguaroC, "]");
     if (!fwd.empty()) o.forward_sizes = parse_int_list(fwd, "--forward-sizes");
     for (int b : o.tree_budget) SPECDEC_CHECK(b >= 2 && b <= 512, "--tree-budget ", b, " is outside [2, 512]");
     for (int d : o.tree_depth) SPECDEC_CHECK(d >= 1 && d <= 64, "--tree-depth ", d, " is outside [1, 64]");

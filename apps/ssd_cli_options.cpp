@@ -11,7 +11,7 @@ void SsdCliOptions::add_to(CLI::App& app, sched::SsdConfig& ssd, const std::stri
     app.add_option("--saguaro-c", ssd.saguaro_c,
                    "ssd: Saguaro weight of the cached guesses in the draft distribution (1 = off; < 1 down-weights "
                    "them as in the paper, > 1 up-weights them)")
-        ->check(CLI::Range(0.0, 16.0));
+        ->check(CLI::Range(0.0, (double)sched::SsdConfig::kMaxSaguaroC));
     app.add_option("--backup", backup_, "ssd: backup on a cache miss: auto, jit, ngram, random")
         ->check(CLI::IsMember({"auto", "jit", "ngram", "random"}));
     app.add_option("--ssd-draft-threads", ssd.draft_threads, "ssd: threads of the draft side")

@@ -54,6 +54,7 @@ struct SsdConfig {
     // (1 = off). C < 1 (the design's range) concentrates the target's residual
     // on cached tokens; C > 1 is allowed for ablation (drafts favour them).
     float saguaro_c = 1.0f;
+    static constexpr float kMaxSaguaroC = 16.0f;  // every command's --saguaro-c bound
     BackupKind backup = BackupKind::Auto;
     int ngram_min = 1, ngram_max = 3;
     // Draft side: threads of its own pool (the worker thread is one of them),
@@ -87,7 +88,8 @@ struct SsdConfig {
         SPECDEC_CHECK(k >= 1 && k <= 64, "--ssd-k must be in [1, 64], got ", k);
         SPECDEC_CHECK(fanout_budget >= 0 && fanout_budget <= 256, "--fanout-budget must be in [0, 256], got ",
                       fanout_budget);
-        SPECDEC_CHECK(saguaro_c >= 0.0f && saguaro_c <= 16.0f, "--saguaro-c must be in [0, 16], got ", saguaro_c);
+        SPECDEC_CHECK(saguaro_c >= 0.0f && saguaro_c <= kMaxSaguaroC, "--saguaro-c must be in [0, ", kMaxSaguaroC,
+                      "], got ", saguaro_c);
         SPECDEC_CHECK(draft_threads >= 1, "draft threads must be >= 1");
         SPECDEC_CHECK(draft_nice >= 0 && draft_nice <= 19, "--ssd-draft-nice must be in [0, 19], got ", draft_nice);
         SPECDEC_CHECK(target_threads >= 0, "target threads must be >= 0 (0: the engine's pool)");
