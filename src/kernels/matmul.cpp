@@ -60,33 +60,9 @@ constexpr int64_t kRowGrain = 16;
 void matmul(const WeightMatrix& w, const float* x, int64_t n_tok, float* y, ThreadPool& pool) {
     check(w);
     if (n_tok <= 0 || w.n_out <= 0) return;
-    const TileFn tile = active_tile(w.type);
-    const auto* wdata = static_cast<const uint8_t*>(w.data);
-
-    // act: n_tok rows of a_stride bytes in the dot type (F32 weights read x directly).
-    const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
-    size_t a_stride = (size_t)w.n_in * sizeof(float);
-    if (w.type != TensorType::F32) {
-        thread_local ActBuffer buf;
-        // Round rows to 64 bytes so each starts on its own cache line.
-        a_stride = (act_row_bytes_ext(w.type, w.n_in) + 63) & ~(size_t)63;
-        uint8_t* dst = buf.get(a_stride * (size_t)n_tok);
-        auto quant = [&](int64_t b, int64_t e, int) {
-            for (int64_t t = b; t < e; ++t) {
-                quantize_act_row_fast(w.type, x + t * w.n_in, dst + (size_t)t * a_stride, w.n_in);
-                add_act_row_extras(w.type, dst + (size_t)t * a_stride, w.n_in);
-            }
-        };
-        // Many rows: spread the quantization too; each row still once.
-        if (n_tok >= 4 && pool.size() > 1) pool.parallel_for(n_tok, 1, quant);
-        else quant(0, n_tok, 0);
-        act = dst;
-    }
-
-    pool.parallel_for(w.n_out, kRowGrain, [&](int64_t b, int64_t e, int) {
-        tile(w.n_in, wdata + (size_t)b * w.row_bytes, w.row_bytes, e - b, act, a_stride, n_tok,
-             y + b, w.n_out);
-    });
+    const WeightMatrix* ws[1] = {&w};
+    float* ys[1] = {y};
+    matmul_group(ws, ys, 1, x, n_tok, pool);  // a group of one: the same quantization, split and tiles
 }
 
 void matmul_group(const WeightMatrix* const* ws, float* const* ys, int count, const float* x, int64_t n_tok,
@@ -122,6 +98,7 @@ void matmul_group(const WeightMatrix* const* ws, float* const* ys, int count, co
     int n_quant = 0, quant_act[kMaxGroup];
     for (int a = 0; a < n_act; ++a) {
         if (acts[a].type == TensorType::F32) continue;  // F32 weights read x directly
+        // Round rows to 64 bytes so each starts on its own cache line.
         acts[a].stride = (act_row_bytes_ext(acts[a].type, n_in) + 63) & ~(size_t)63;
         dsts[a] = bufs[a].get(acts[a].stride * (size_t)n_tok);
         acts[a].data = dsts[a];
@@ -137,6 +114,7 @@ void matmul_group(const WeightMatrix* const* ws, float* const* ys, int count, co
                 add_act_row_extras(A.type, row, n_in);
             }
         };
+        // Many rows: spread the quantization too; each row still once.
         const int64_t units = (int64_t)n_quant * n_tok;
         if (n_tok >= 4 && pool.size() > 1) pool.parallel_for(units, 1, quant);
         else quant(0, units, 0);
