@@ -18,15 +18,12 @@ sched::Prefilled TurnPrefill::view() const {
 TurnPrefill prefill_turn(runtime::Engine& target, runtime::Engine* draft,
                          const std::vector<std::vector<int32_t>>& prompts) {
     TurnPrefill tp;
-    model::ForwardBatch batch;
-    model::ForwardResult result;
     const int nv = target.config().n_vocab;
     double t0 = now_s();
     for (size_t i = 0; i < prompts.size(); ++i) {
         SPECDEC_CHECK(!prompts[i].empty(), "the prompt is empty after tokenization");
         target.cache().clear((int)i);
-        const float* l = model::prefill_chunked(target.model(), target.cache(), target.pool(), (int)i, prompts[i],
-                                                target.options().prefill_chunk, batch, result);
+        const float* l = target.prefill((int)i, prompts[i]);
         tp.logits.emplace_back(l, l + nv);
     }
     tp.target_s = now_s() - t0;
@@ -36,6 +33,9 @@ TurnPrefill prefill_turn(runtime::Engine& target, runtime::Engine* draft,
     const int dv = draft->config().n_vocab;
     for (const auto& p : prompts)
         if (std::any_of(p.begin(), p.end(), [&](int32_t t) { return t < 0 || t >= dv; })) return tp;
+    // On the target's pool: the draft engine's own pool is sized for drafting.
+    model::ForwardBatch batch;
+    model::ForwardResult result;
     t0 = now_s();
     for (size_t i = 0; i < prompts.size(); ++i) {
         draft->cache().clear((int)i);
