@@ -230,6 +230,18 @@ std::string markdown(const BenchResult& r) {
            << (run.value("stopped", false) ? "; **stopped early (--stop-after): partial report, --resume goes on**" : "")
            << "\n";
     }
+    if (m.contains("provenance") && !m["provenance"]["git_revisions"].empty()) {
+        // A resumed run can hold units from several sessions: say which builds
+        // made them and how loaded the machine was.
+        const auto& p = m["provenance"];
+        md << "- units by git revision:";
+        for (const auto& [rev, n] : p["git_revisions"].items()) md << " " << rev.substr(0, 12) << (rev.size() > 40 ? rev.substr(40) : "") << " (" << n.get<int>() << ")";
+        md << "; made " << p.value("first_unit_at", "") << " to " << p.value("last_unit_at", "");
+        if (p.contains("load_average_1m"))
+            md << "; 1-min load average at unit start min " << p["load_average_1m"].value("min", 0.0) << ", p50 "
+               << p["load_average_1m"].value("p50", 0.0) << ", max " << p["load_average_1m"].value("max", 0.0);
+        md << "\n";
+    }
     md << "\n";
 
     if (!r.micro.empty()) {

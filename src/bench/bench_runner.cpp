@@ -505,6 +505,11 @@ void run_sweep(BenchResult& r) {
                             line["unit"] = unit;
                             line["records"] = nlohmann::json::array();
                             line["prompt_tokens"] = prompts;
+                            // Provenance: a run resumed over several sessions says
+                            // which build and how loaded a machine made each unit.
+                            line["git_revision"] = r.meta.value("git_revision", "unknown");
+                            line["started_at"] = utc_now();
+                            line["load_average"] = load_average();
                             for (int ci : pass) {
                                 const RunConfig& cfg = r.configs[ci];
                                 const bool is_ar = cfg.method == "ar";
@@ -594,8 +599,19 @@ void run_sweep(BenchResult& r) {
     r.records.clear();
     r.skipped = nlohmann::json::array();
     std::map<std::pair<std::string, int>, int> batch_ids;
+    std::map<std::string, int> revisions;  // units per build that made them
+    std::string first_at, last_at;
+    std::vector<double> load_1m;
     for (const auto& line : Checkpoint::load_all(o.out_dir, r.fingerprint)) {
         const std::string unit = line["unit"].get<std::string>();
+        if (line.contains("records")) {
+            ++revisions[line.value("git_revision", "unrecorded")];
+            const std::string at = line.value("started_at", "");
+            if (!at.empty() && (first_at.empty() || at < first_at)) first_at = at;
+            if (at > last_at) last_at = at;
+            const double l = std::atof(line.value("load_average", "").c_str());
+            if (line.contains("load_average") && line["load_average"] != "unknown") load_1m.push_back(l);
+        }
         if (line.contains("skipped")) r.skipped.push_back(line["skipped"]);
         for (const auto& js : line["records"]) {
             TurnRecord t = record_from_state(r, js);
@@ -619,6 +635,12 @@ void run_sweep(BenchResult& r) {
             ++k;
         }
     }
+    nlohmann::json prov{{"git_revisions", revisions}, {"first_unit_at", first_at}, {"last_unit_at", last_at}};
+    if (!load_1m.empty())
+        prov["load_average_1m"] = {{"min", *std::min_element(load_1m.begin(), load_1m.end())},
+                                   {"p50", percentile(load_1m, 50)},
+                                   {"max", *std::max_element(load_1m.begin(), load_1m.end())}};
+    r.meta["provenance"] = prov;
     std::stable_sort(r.records.begin(), r.records.end(), [](const TurnRecord& a, const TurnRecord& b) {
         return std::make_tuple(a.config, a.turn, a.conv) < std::make_tuple(b.config, b.turn, b.conv);
     });

@@ -58,13 +58,6 @@ struct Acc {
     double tau() const { return rounds > 0 ? emitted / rounds : 1.0; }
 };
 
-std::string load_average() {
-    std::ifstream in("/proc/loadavg");
-    std::string a, b, c;
-    in >> a >> b >> c;
-    return in ? a + " " + b + " " + c : "unknown";
-}
-
 nlohmann::json kinds_json(const std::vector<KindFigures>& ks, bool spec) {
     nlohmann::json j = nlohmann::json::object();
     for (const auto& k : ks) {

@@ -89,6 +89,13 @@ std::string git_revision(const std::string& root) {
     return dirty.empty() ? rev : rev + "-dirty";
 }
 
+std::string load_average() {
+    std::ifstream in("/proc/loadavg");
+    std::string a, b, c;
+    in >> a >> b >> c;
+    return in ? a + " " + b + " " + c : "unknown";
+}
+
 namespace {
 // FIPS 180-4 SHA-256.
 struct Sha256 {

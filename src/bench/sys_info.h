@@ -25,6 +25,8 @@ uint64_t peak_rss_bytes();
 uint64_t file_size(const std::string& path);
 // The Python interpreter tools run with: <root>/.venv/bin/python if it exists, else python3.
 std::string python_exe(const std::string& root);
+// /proc/loadavg's first three fields ("0.52 0.61 0.70"), or "unknown".
+std::string load_average();
 // Current UTC time, ISO 8601.
 std::string utc_now();
 // Quotes an argument for /bin/sh.

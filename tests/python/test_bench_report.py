@@ -254,6 +254,14 @@ def test_checkpoint_has_one_line_per_turn_unit(report):
     for u in units:
         assert len(u["records"]) == n_cfg
         assert [r["config"] for r in u["records"]] == list(range(n_cfg))  # AR first, back to back
+        # provenance: the build that made the unit, when, and how loaded the machine was
+        assert u["git_revision"] == report["data"]["meta"]["git_revision"]
+        assert u["started_at"].endswith("Z") and len(u["load_average"].split()) == 3
+    prov = report["data"]["meta"]["provenance"]
+    assert prov["git_revisions"] == {report["data"]["meta"]["git_revision"]: len(units)}
+    assert prov["first_unit_at"] <= prov["last_unit_at"]
+    assert prov["load_average_1m"]["min"] <= prov["load_average_1m"]["p50"] <= prov["load_average_1m"]["max"]
+    assert "units by git revision" in (report["dir"] / "bench.md").read_text()
 
 
 def same_decodes(a: dict, b: dict) -> None:
