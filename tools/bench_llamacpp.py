@@ -7,13 +7,20 @@ Input (JSON, written by specdec bench):
    "micro": {"tokens": [ids], "prefill": P, "decode": D, "reps": R},
    # or the prompt-set mode (issue #7):
    "turns": [{"conv", "turn", "tokens"}], "n_predict", "temps", "ignore_eos",
-   "eog": [ids], "seed", "warmup", "reps", "pld_num_pred_tokens", "pld_max_ngram_size"}
+   "eog": [ids], "seed", "warmup", "reps", "pld_num_pred_tokens", "pld_max_ngram_size",
+   # optional: draft-model speculation (llamacpp-draft)
+   "draft_model": PATH, "draft_num_pred_tokens": K, "spec_bin": PATH}
 
 Output (JSON):
   micro: {"micro": [{"threads", "prefill_tok_s", "decode_tok_s", ...}], ...}
-  prompts: {"runs": [{"method": "llamacpp-ar"|"llamacpp-pld", "threads", "temp",
+  prompts: {"runs": [{"method": "llamacpp-ar"|"llamacpp-pld"|"llamacpp-draft", "threads", "temp",
              "records": [{"conv", "turn", "n_prompt", "n_generated", "prefill_s",
-                          "decode_s", "rep_decode_s", "finish_reason"}]}], ...}
+                          "decode_s", "rep_decode_s", "finish_reason", "tokens",
+                          "matches_llamacpp_ar",  # pld/draft, greedy: output == llamacpp-ar's
+                          # llamacpp-draft: "drafted", "accepted" (no "tokens": the example prints text)
+                         }]}],
+           "skipped": [{"method", "threads", "temp", "conv", "turn", "reason"}],  # when any
+           "unavailable": {"llamacpp-draft": why}, ...}  # when the example is not built
 
 Timing: micro prefill = llama.eval(P tokens) after a reset; micro decode = D
 single-token llama.eval calls with fixed tokens (no sampling, same tokens as
@@ -23,12 +30,18 @@ used; prefill = time to the first token, decode = first token to last
 prompt mode resumable: each finished record is appended to FILE at once, and
 records already there are reused instead of run again.  Prompt-lookup speculation is
 llama_cpp.llama_speculative.LlamaPromptLookupDecoding passed as draft_model.
+Draft-model speculation is llama.cpp's own example llama-speculative-simple
+("spec_bin", built by tools/build_llamacpp_spec.sh from the same vendored
+llama.cpp), run once per turn by tools/llamacpp_spec_example.py; its figures
+are the ones it prints (prefill includes the draft's prompt).  Turns it cannot
+run are listed under "skipped"; a missing binary under "unavailable".
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -83,9 +96,10 @@ def run_micro(inp: dict, quiet: bool) -> dict:
 
 
 def generate_turn(llm, tokens, n_predict, temp, eog, ignore_eos, seed):
+    """One turn: (generated ids without the end token, prefill s, decode s, finish reason)."""
     llm.reset()
     llm.set_seed(seed)
-    n = 0
+    out = []
     t_first = None
     finish = "length"
     t0 = time.perf_counter()
@@ -97,15 +111,15 @@ def generate_turn(llm, tokens, n_predict, temp, eog, ignore_eos, seed):
         if not ignore_eos and tok in eog:
             finish = "stop"
             break
-        n += 1
-        if n >= n_predict:
+        out.append(int(tok))
+        if len(out) >= n_predict:
             break
         if llm.n_tokens + 1 >= llm.n_ctx():
             break
     t_end = time.perf_counter()
     if t_first is None:
         t_first = t_end
-    return n, t_first - t0, t_end - t_first, finish
+    return out, t_first - t0, t_end - t_first, finish
 
 
 def read_checkpoint(path: str | None) -> dict:
@@ -131,19 +145,36 @@ def read_checkpoint(path: str | None) -> dict:
     return done
 
 
+def methods_of(inp: dict) -> list[str]:
+    return ["llamacpp-ar", "llamacpp-pld"] + (["llamacpp-draft"] if inp.get("draft_model") else [])
+
+
+def spec_unavailable(inp: dict) -> str | None:
+    b = inp.get("spec_bin") or ""
+    if not (os.path.isfile(b) and os.access(b, os.X_OK)):
+        return (f"llama.cpp's speculative example is not built ({b or 'no spec_bin given'}): "
+                "run tools/build_llamacpp_spec.sh, then rerun with --resume")
+    return None
+
+
 def run_prompts(inp: dict, quiet: bool, checkpoint: str | None = None) -> dict:
     """Every turn for each method, thread count and temperature. With a
     checkpoint, each finished record is appended to it at once and the
     records it already holds are not run again (a stopped run resumes)."""
+    import llama_cpp
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
-    runs = []
+    import llamacpp_spec_example as spec
+
+    runs, skipped, unavailable = [], [], {}
     eog = set(inp.get("eog", []))
     turns = inp["turns"]
     reps = max(1, inp.get("reps", 1))
     done = read_checkpoint(checkpoint)
+    vocab = None  # tokenizer of the target, for the example's text prompts
     for t in inp["threads"]:
-        for method in ("llamacpp-ar", "llamacpp-pld"):
+        ar_tokens = {}  # (temp, conv, turn) -> llamacpp-ar's generated ids (greedy comparisons)
+        for method in methods_of(inp):
             draft = None
             extra = {}
             if method == "llamacpp-pld":
@@ -151,39 +182,86 @@ def run_prompts(inp: dict, quiet: bool, checkpoint: str | None = None) -> dict:
                 g = int(inp.get("pld_max_ngram_size", 2))
                 draft = LlamaPromptLookupDecoding(max_ngram_size=g, num_pred_tokens=k)
                 extra = {"num_pred_tokens": k, "max_ngram_size": g}
+            elif method == "llamacpp-draft":
+                why = spec_unavailable(inp)
+                if why:
+                    unavailable[method] = why
+                    log(quiet, f"llama.cpp baseline: {method} not measured: {why}")
+                    continue
+                extra = {"num_pred_tokens": int(inp.get("draft_num_pred_tokens", 4)),
+                         "draft_model": inp["draft_model"], "impl": "llama-speculative-simple"}
+                if vocab is None:
+                    vocab = llama_cpp.Llama(model_path=inp["model"], vocab_only=True, verbose=False)
             pending = any((method, t, temp, tr["conv"], tr["turn"]) not in done
                           for temp in inp["temps"] for tr in turns)
-            llm = load(inp["model"], t, inp["n_ctx"], draft) if pending else None
+            llm = load(inp["model"], t, inp["n_ctx"], draft) if pending and method != "llamacpp-draft" else None
+
+            def one(tr, temp):
+                """(record fields, generated text or None) of one run of the turn."""
+                if method != "llamacpp-draft":
+                    gen, pre, dec, fin = generate_turn(llm, tr["tokens"], inp["n_predict"], temp, eog,
+                                                       inp["ignore_eos"], inp["seed"])
+                    return {"n_generated": len(gen), "prefill_s": pre, "decode_s": dec, "finish_reason": fin,
+                            "tokens": gen}, None
+                text = spec.prompt_text(vocab, tr["tokens"])
+                if text is None:
+                    raise ValueError("its prompt ids do not come back from their text (the example takes text)")
+                r = spec.run_turn(inp["spec_bin"], inp["model"], inp["draft_model"], text, len(tr["tokens"]),
+                                  inp["n_predict"], t, temp, inp["seed"], extra["num_pred_tokens"], inp["n_ctx"],
+                                  inp["ignore_eos"])
+                return r, spec.generated_text(r.pop("stdout"), spec.text_of(vocab, tr["tokens"]))
+
             for temp in inp["temps"]:
                 todo = [tr for tr in turns if (method, t, temp, tr["conv"], tr["turn"]) not in done]
                 for _ in range(int(inp.get("warmup", 0)) if todo else 0):
-                    generate_turn(llm, turns[0]["tokens"], inp["n_predict"], temp, eog, inp["ignore_eos"], inp["seed"])
+                    try:
+                        one(todo[0], temp)
+                    except (ValueError, RuntimeError):
+                        pass  # reported when the turn itself runs
                 recs = []
                 for i, tr in enumerate(turns):
                     key = (method, t, temp, tr["conv"], tr["turn"])
                     if key in done:
                         recs.append(done[key])
-                        continue
-                    decs, pres = [], []
-                    for _ in range(reps):
-                        n, pre, dec, fin = generate_turn(llm, tr["tokens"], inp["n_predict"], temp, eog,
-                                                         inp["ignore_eos"], inp["seed"])
-                        decs.append(dec)
-                        pres.append(pre)
-                    d = statistics.median(decs)
-                    recs.append({"conv": tr["conv"], "turn": tr["turn"], "n_prompt": len(tr["tokens"]),
-                                 "n_generated": n, "prefill_s": statistics.median(pres), "decode_s": d,
-                                 "rep_decode_s": decs, "finish_reason": fin})
-                    if checkpoint:
-                        with open(checkpoint, "a") as f:
-                            f.write(json.dumps({"method": method, "threads": t, "temp": temp, **extra,
-                                                "rec": recs[-1]}) + "\n")
-                    log(quiet, f"[{i + 1}/{len(turns)}] {method} t={t} T={temp}: "
-                               f"{n / d if d > 0 else 0:.1f} tok/s")
+                    else:
+                        try:
+                            runs_of_turn = [one(tr, temp) for _ in range(reps)]
+                        except (ValueError, RuntimeError) as e:
+                            skipped.append({"method": method, "threads": t, "temp": temp, "conv": tr["conv"],
+                                            "turn": tr["turn"], "reason": str(e)})
+                            log(quiet, f"[{i + 1}/{len(turns)}] {method} t={t} T={temp}: skipped: {e}")
+                            continue
+                        decs = [r["decode_s"] for r, _ in runs_of_turn]
+                        rec, text = runs_of_turn[-1]  # counts and tokens of the last repetition
+                        rec = {"conv": tr["conv"], "turn": tr["turn"], "n_prompt": len(tr["tokens"]), **rec,
+                               "prefill_s": statistics.median(r["prefill_s"] for r, _ in runs_of_turn),
+                               "decode_s": statistics.median(decs), "rep_decode_s": decs}
+                        if method != "llamacpp-ar":
+                            ref = ar_tokens.get((temp, tr["conv"], tr["turn"]))
+                            same = None
+                            if temp == 0 and ref is not None:
+                                same = rec["tokens"] == ref if "tokens" in rec else (
+                                    None if text is None else text == spec.text_of(vocab, ref))
+                            rec["matches_llamacpp_ar"] = same
+                        recs.append(rec)
+                        if checkpoint:
+                            with open(checkpoint, "a") as f:
+                                f.write(json.dumps({"method": method, "threads": t, "temp": temp, **extra,
+                                                    "rec": rec}) + "\n")
+                        d = rec["decode_s"]
+                        log(quiet, f"[{i + 1}/{len(turns)}] {method} t={t} T={temp}: "
+                                   f"{rec['n_generated'] / d if d > 0 else 0:.1f} tok/s")
+                    if method == "llamacpp-ar" and "tokens" in recs[-1]:  # (AR turns are never skipped)
+                        ar_tokens[(temp, tr["conv"], tr["turn"])] = recs[-1]["tokens"]
                 runs.append({"method": method, "threads": t, "temp": temp, **extra, "records": recs})
             if llm is not None:
                 del llm
-    return {"runs": runs}
+    out = {"runs": runs}
+    if skipped:
+        out["skipped"] = skipped
+    if unavailable:
+        out["unavailable"] = unavailable
+    return out
 
 
 def main(argv=None) -> int:

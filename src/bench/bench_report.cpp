@@ -22,6 +22,24 @@ std::string f2(double v, int prec = 2) {
     return b;
 }
 std::string mib(uint64_t b) { return f2((double)b / (1024.0 * 1024.0), 1); }
+
+// Per record: its decode tok/s over llama.cpp AR's on the same turn (same
+// threads and temperature; batch-1 records only); 0 when there is none.
+std::vector<double> llamacpp_ar_speedups(const BenchResult& r) {
+    using K = std::tuple<int, double, int, int>;  // threads, temp, conv, turn
+    std::map<K, double> ar;
+    for (const auto& t : r.records) {
+        const RunConfig& c = r.configs[t.config];
+        if (c.external && c.method == "llamacpp-ar") ar[{c.threads, c.temp, t.conv, t.turn}] = t.tok_s();
+    }
+    std::vector<double> out;
+    for (const auto& t : r.records) {
+        const RunConfig& c = r.configs[t.config];
+        const auto it = ar.find({c.threads, c.temp, t.conv, t.turn});
+        out.push_back(c.batch == 1 && it != ar.end() && it->second > 0 ? t.tok_s() / it->second : 0.0);
+    }
+    return out;
+}
 }  // namespace
 
 void compute_speedups(BenchResult& r) {
@@ -39,6 +57,7 @@ void compute_speedups(BenchResult& r) {
 
 nlohmann::json summarize(const BenchResult& r) {
     nlohmann::json out = nlohmann::json::array();
+    const std::vector<double> lsp = llamacpp_ar_speedups(r);
     for (size_t ci = 0; ci < r.configs.size(); ++ci) {
         const RunConfig& c = r.configs[ci];
         std::vector<double> sp, tps;
@@ -97,9 +116,23 @@ nlohmann::json summarize(const BenchResult& r) {
                                  {"other", std::max(0.0, dec - draft - tree - verify - commit)}};
             if (c.method == "ar") s["time_split_s"] = {{"draft", 0.0}, {"tree_mask", 0.0}, {"verify", dec},
                                                        {"commit", 0.0}, {"other", 0.0}};
+        } else if (c.method == "llamacpp-draft") {  // llama-speculative-simple's counts (no rounds)
+            int drafted = 0, accepted = 0;
+            for (const auto& t : r.records)
+                if (t.config == (int)ci) drafted += t.drafted, accepted += t.accepted;
+            s["drafted"] = drafted;
+            s["accepted"] = accepted;
+            s["mean_accept_len"] = nullptr;
         } else {
             s["mean_accept_len"] = nullptr;
         }
+        // Against llama.cpp AR on the same turns (when it ran).
+        std::vector<double> lv;
+        for (size_t i = 0; i < r.records.size(); ++i)
+            if (r.records[i].config == (int)ci && lsp[i] > 0) lv.push_back(lsp[i]);
+        s["speedup_llamacpp_ar_mean"] = mean(lv);
+        s["speedup_llamacpp_ar_p50"] = percentile(lv, 50);
+        s["speedup_llamacpp_ar_turns"] = lv.size();
         // SSD: mean of the per-turn hit rates; stall time summed like the decode time.
         s["ssd_hit_rate"] = hit.empty() ? nlohmann::json(nullptr) : nlohmann::json(mean(hit));
         s["stall_s"] = hit.empty() ? nlohmann::json(nullptr) : nlohmann::json(stall);
@@ -140,6 +173,10 @@ nlohmann::json record_json(const BenchResult& r, const TurnRecord& t) {
         for (const char* k : {"rounds", "emitted", "drafted", "accepted", "mean_accept_len", "draft_s", "tree_s",
                               "verify_s", "commit_s"})
             j[k] = nullptr;
+        if (c.method == "llamacpp-draft") {  // as llama-speculative-simple prints them
+            j["drafted"] = t.drafted;
+            j["accepted"] = t.accepted;
+        }
     } else {
         j["rounds"] = t.rounds;
         j["emitted"] = t.emitted;
@@ -169,7 +206,11 @@ nlohmann::json to_json(const BenchResult& r) {
     for (const auto& c : r.configs) j["configs"].push_back(c.to_json());
     j["summary"] = summarize(r);
     j["records"] = nlohmann::json::array();
-    for (const auto& t : r.records) j["records"].push_back(record_json(r, t));
+    const std::vector<double> lsp = llamacpp_ar_speedups(r);
+    for (size_t i = 0; i < r.records.size(); ++i) {
+        j["records"].push_back(record_json(r, r.records[i]));
+        j["records"].back()["speedup_llamacpp_ar"] = lsp[i] > 0 ? nlohmann::json(lsp[i]) : nlohmann::json(nullptr);
+    }
     j["unavailable"] = r.unavailable;
     j["skipped"] = r.skipped;
     j["micro"] = r.micro;
@@ -208,7 +249,50 @@ const std::vector<std::string> kCsvCols = {
     "draft_k",     "conv_id",        "set",        "turn",        "prompt_tokens", "generated_tokens", "prefill_s",
     "decode_s",    "decode_tok_s",   "speedup",    "rounds",      "emitted",      "drafted",      "accepted",
     "mean_accept_len", "draft_s",    "tree_s",     "verify_s",    "commit_s",     "ssd_hit_rate", "stall_s",
-    "finish_reason", "matches_ar",   "rep_decode_s"};
+    "finish_reason", "matches_ar",   "rep_decode_s", "speedup_llamacpp_ar"};
+}  // namespace
+
+namespace {
+// The llama.cpp rows side by side: speedups over specdec AR and over llama.cpp
+// AR on the same turns, and the draft model's acceptance.
+std::string llamacpp_table(const BenchResult& r) {
+    std::ostringstream md;
+    const auto sum = summarize(r);
+    bool any = false;
+    for (const auto& s : sum) any = any || s["external"].get<bool>();
+    if (!any) return "";
+    auto sp = [](const nlohmann::json& s, const std::string& k) {
+        return s[k + "_turns"].get<size_t>() > 0 ? f2(s[k + "_mean"].get<double>()) + " | " + f2(s[k + "_p50"].get<double>())
+                                                 : std::string("n/a | n/a");
+    };
+    md << "## llama.cpp baselines\n\n";
+    md << "| config | turns | gen tokens | decode tok/s | prefill tok/s | x specdec AR mean | p50 | x llama.cpp AR mean | "
+          "p50 | drafted | accepted | accept % | greedy == llama.cpp AR |\n";
+    md << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+    for (const auto& s : sum) {
+        if (!s["external"].get<bool>()) continue;
+        md << "| " << s["label"].get<std::string>() << " | " << s["turns"] << " | " << s["generated_tokens"] << " | "
+           << f2(s["decode_tok_s"].get<double>()) << " | " << f2(s["prefill_tok_s"].get<double>(), 1) << " | "
+           << sp(s, "speedup") << " | " << sp(s, "speedup_llamacpp_ar") << " | ";
+        if (s.contains("drafted")) {
+            const int d = s["drafted"].get<int>(), a = s["accepted"].get<int>();
+            md << d << " | " << a << " | " << (d > 0 ? f2(100.0 * a / d, 1) : "n/a") << " | ";
+        } else {
+            md << "- | - | - | ";
+        }
+        md << (s["greedy_matches_ar"].is_null() ? std::string("-")
+                                                : std::to_string(s["greedy_matches_ar"].get<int>()) + "/" +
+                                                      std::to_string(s["greedy_compared"].get<int>()))
+           << " |\n";
+    }
+    md << "\nllama.cpp on the same GGUF, threads and prompt token ids: `llamacpp-ar` (llama-cpp-python's "
+          "Llama.generate), `llamacpp-pld` (its prompt lookup), `llamacpp-draft` (llama.cpp's own draft-model "
+          "speculation, the llama-speculative-simple example, K drafted tokens, greedy draft; its prefill includes "
+          "the draft's, and its figures are the ones it prints). Speedups are per turn, over specdec AR and over "
+          "llama.cpp AR on the same turn. Greedy == llama.cpp AR compares the output with llamacpp-ar's: llama.cpp's "
+          "logits depend on the batch, so verifying drafts in batches can change its greedy tokens.\n\n";
+    return md.str();
+}
 }  // namespace
 
 std::string markdown(const BenchResult& r) {
@@ -316,11 +400,13 @@ std::string markdown(const BenchResult& r) {
                << " |\n";
         }
         md << "\nSpeedup: per turn, the configuration's decode tok/s over the AR baseline's on the same turn "
-              "(same threads, temperature and batch; llama.cpp rows: over specdec AR). Decode tok/s = "
+              "(same threads, temperature and batch; llama.cpp rows: over specdec AR, and their greedy == AR is against "
+              "llama.cpp AR's tokens). Decode tok/s = "
               "generated tokens / decode time (prefill excluded). Accept length = tokens per target forward. "
               "SSD: draft % is the target's stall waiting for the draft side; ssd hit is the speculation-cache "
               "hit rate (mean over turns); its threads are split, the draft side taking --ssd-draft-threads.\n\n";
     }
+    md << llamacpp_table(r);
     if (!r.unavailable.empty()) {
         md << "## Not measured\n\n";
         for (auto it = r.unavailable.begin(); it != r.unavailable.end(); ++it)

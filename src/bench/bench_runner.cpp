@@ -45,7 +45,7 @@ std::string fmt_num(double v) {
 std::string RunConfig::label() const {
     std::string s = method;
     if (method == "tree") s += " b=" + std::to_string(tree_budget) + " d=" + std::to_string(tree_depth);
-    if (method == "chain" || method == "ngram") s += " k=" + std::to_string(draft_k);
+    if (method == "chain" || method == "ngram" || method == "llamacpp-draft") s += " k=" + std::to_string(draft_k);
     if (method == "ssd") s += " k=" + std::to_string(ssd_k) + " " + fanout + " C=" + fmt_num(saguaro_c);
     if (batch != 1) s += " B=" + std::to_string(batch);
     if (temp != 0) s += " T=" + fmt_num(temp);
@@ -680,6 +680,16 @@ void run_llamacpp(BenchResult& r, const std::string& root) {
         in["reps"] = o.reps;
         in["pld_num_pred_tokens"] = o.draft_k.front();
         in["pld_max_ngram_size"] = o.ngram_max;
+        // Draft-model speculation with the same draft GGUF and K as chain
+        // (llama.cpp has no layer-skipping draft: not with --draft-layers).
+        // It is llama.cpp's own example, built by tools/build_llamacpp_spec.sh
+        // (SPECDEC_LLAMACPP_SPEC_BIN names another build).
+        if (!o.draft.empty() && o.draft_layers.empty()) {
+            in["draft_model"] = o.draft_path;
+            in["draft_num_pred_tokens"] = o.draft_k.front();
+            const char* bin = std::getenv("SPECDEC_LLAMACPP_SPEC_BIN");
+            in["spec_bin"] = bin && *bin ? std::string(bin) : root + "/build/llamacpp-spec/bin/llama-speculative-simple";
+        }
     }
     in["threads"] = threads;
     in["n_ctx"] = o.n_ctx;
@@ -710,6 +720,19 @@ void run_llamacpp(BenchResult& r, const std::string& root) {
     SPECDEC_CHECK(!j.is_discarded(), "cannot parse ", out_path);
     r.llamacpp = j;
     if (!j.contains("runs")) return;
+    // What llama.cpp could not run: the draft baseline without its example
+    // binary, turns whose prompt ids do not survive the example's text prompt.
+    if (j.contains("unavailable"))
+        for (const auto& [m, why] : j["unavailable"].items()) r.unavailable[m] = why;
+    if (j.contains("skipped"))
+        for (const auto& s : j["skipped"]) {
+            const int c = s["conv"].get<int>(), t = s["turn"].get<int>();
+            r.skipped.push_back({{"conv", r.conversations.at(c).id},
+                                 {"turn", t},
+                                 {"prompt_tokens", r.prompt_tokens.at(c).at(t).size()},
+                                 {"reason", s["method"].get<std::string>() + " t=" + s["threads"].dump() +
+                                                " T=" + s["temp"].dump() + ": " + s["reason"].get<std::string>()}});
+        }
     // The records of every shard's llama.cpp checkpoint, grouped as runs.
     std::vector<nlohmann::json> runs;
     {
@@ -764,6 +787,16 @@ void run_llamacpp(BenchResult& r, const std::string& root) {
             tr.decode_s = t["decode_s"].get<double>();
             tr.rep_decode_s = t["rep_decode_s"].get<std::vector<double>>();
             tr.finish_reason = t.value("finish_reason", "");
+            // Generated ids and, for prompt lookup and the draft model, whether
+            // greedy output equals llama.cpp AR's (records of older script
+            // versions have neither).
+            if (t.contains("tokens")) tr.tokens = t["tokens"].get<std::vector<int32_t>>();
+            if (t.contains("matches_llamacpp_ar") && t["matches_llamacpp_ar"].is_boolean())
+                tr.matches_ar = t["matches_llamacpp_ar"].get<bool>() ? 1 : 0;
+            if (c.method == "llamacpp-draft") {  // as llama-speculative-simple prints them
+                tr.drafted = t.value("drafted", 0);
+                tr.accepted = t.value("accepted", 0);
+            }
             r.records.push_back(tr);
         }
     }

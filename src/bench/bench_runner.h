@@ -15,7 +15,7 @@ namespace specdec::bench {
 
 // One point of the sweep. Parameters that do not apply to the method are 0.
 struct RunConfig {
-    std::string method;     // ar, chain, tree, ngram, ssd; llamacpp-ar, llamacpp-pld (external)
+    std::string method;     // ar, chain, tree, ngram, ssd; llamacpp-ar, -pld, -draft (external)
     int tree_budget = 0, tree_depth = 0, tree_topk = 0;
     int draft_k = 0;
     int ssd_k = 0;          // ssd: speculation length K

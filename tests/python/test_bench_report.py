@@ -390,3 +390,94 @@ def test_self_speculation_draft_layers(prompts_file, tmp_path):
     p = run_bench([str(BIN), "bench", "-m", model, "-d", model, "--draft-layers", "3", *common,
                    "-o", str(tmp_path / "bad")], ok=False)
     assert p.returncode != 0 and "not both" in p.stderr
+
+
+@pytest.fixture(scope="module")
+def llamacpp_spec_bin():
+    """llama.cpp's speculative example, built by tools/build_llamacpp_spec.sh
+    (a no-op once built; scripts/test.sh builds it before the tests)."""
+    p = subprocess.run([str(REPO_ROOT / "tools" / "build_llamacpp_spec.sh")], capture_output=True, text=True,
+                       timeout=7200)
+    assert p.returncode == 0, p.stderr[-3000:]
+    path = Path(p.stdout.strip().splitlines()[-1])
+    return path if path.is_absolute() else REPO_ROOT / path
+
+
+@pytest.fixture(scope="module")
+def llamacpp_report(tmp_path_factory, prompts_file, llamacpp_spec_bin):
+    """AR and chain with the llama.cpp baselines, the draft model's included."""
+    out = tmp_path_factory.mktemp("bench_llamacpp") / "out"
+    model = str(model_path(DEFAULT_MODEL))
+    cmd = [str(BIN), "bench", "-m", model, "-d", model, "--method", "ar,chain", "--draft-k", "3",
+           "--prompts", str(prompts_file), "--chat", "-n", "8", "--ignore-eos", "-t", "1", "--warmup", "0",
+           "-c", "512", "--llamacpp", "-o", str(out), "-q"]
+    env = dict(os.environ, SPECDEC_LLAMACPP_SPEC_BIN=str(llamacpp_spec_bin))
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+    assert p.returncode == 0, p.stderr
+    return {"dir": out, "data": load_report(out), "cmd": cmd, "env": env}
+
+
+def test_llamacpp_draft_baseline_records(llamacpp_report):
+    data = llamacpp_report["data"]
+    assert data["unavailable"] == {} and data["skipped"] == []
+    labels = {c["label"] for c in data["configs"]}
+    assert {"llamacpp-ar t=1", "llamacpp-pld t=1", "llamacpp-draft k=3 t=1"} <= labels
+    recs = by_run(data)
+    ar = {(r["conv_id"], r["turn"]): r for r in data["records"] if r["method"] == "ar"}
+    lar = {(r["conv_id"], r["turn"]): r for r in data["records"] if r["method"] == "llamacpp-ar"}
+    draft = [r for r in data["records"] if r["method"] == "llamacpp-draft"]
+    assert len(draft) == len(ar) == len(lar) == sum(len(p["turns"]) for p in PROMPTS)
+    for r in draft:
+        key = (r["conv_id"], r["turn"])
+        # the example read exactly specdec's prompt tokens (it checks its own count) and decoded -n tokens
+        assert r["prompt_tokens"] == ar[key]["prompt_tokens"] == lar[key]["prompt_tokens"]
+        assert r["generated_tokens"] == 8 and r["finish_reason"] == "length"
+        assert r["prefill_s"] > 0 and r["decode_s"] > 0 and r["draft_k"] == 3
+        assert 0 < r["drafted"] and 0 <= r["accepted"] <= r["drafted"]
+        assert r["rounds"] is None and r["mean_accept_len"] is None
+        assert isinstance(r["matches_ar"], bool)  # greedy output vs llama.cpp AR's
+        assert r["speedup"] == pytest.approx(r["decode_tok_s"] / ar[key]["decode_tok_s"], rel=1e-9)
+        assert r["speedup_llamacpp_ar"] == pytest.approx(r["decode_tok_s"] / lar[key]["decode_tok_s"], rel=1e-9)
+    for r in lar.values():
+        assert r["speedup_llamacpp_ar"] == pytest.approx(1.0) and r["matches_ar"] is None
+    pld = [r for r in data["records"] if r["method"] == "llamacpp-pld"]
+    assert all(isinstance(r["matches_ar"], bool) for r in pld)
+    s = next(s for s in data["summary"] if s["method"] == "llamacpp-draft")
+    assert s["drafted"] == sum(r["drafted"] for r in draft) and s["accepted"] == sum(r["accepted"] for r in draft)
+    assert s["greedy_compared"] == len(draft)
+    assert s["speedup_llamacpp_ar_mean"] == pytest.approx(statistics.fmean(r["speedup_llamacpp_ar"] for r in draft))
+    md = (llamacpp_report["dir"] / "bench.md").read_text()
+    assert "## llama.cpp baselines" in md
+    section = md.split("## llama.cpp baselines")[1]
+    row = next(l for l in section.splitlines() if l.startswith("| llamacpp-draft k=3 t=1 |"))
+    assert f"| {s['drafted']} | {s['accepted']} |" in row
+    assert recs[("llamacpp-draft k=3 t=1", "p1", 1)]["prompt_tokens"] > recs[("llamacpp-draft k=3 t=1", "p1", 0)][
+        "prompt_tokens"]
+
+
+def test_llamacpp_draft_baseline_resumes(llamacpp_report):
+    ck = llamacpp_report["dir"] / "llamacpp_checkpoint.jsonl"
+    before = ck.read_text()
+    assert sum('"llamacpp-draft"' in l for l in before.splitlines()) == sum(len(p["turns"]) for p in PROMPTS)
+    p = subprocess.run(llamacpp_report["cmd"] + ["--resume"], capture_output=True, text=True, timeout=900,
+                       env=llamacpp_report["env"])
+    assert p.returncode == 0, p.stderr
+    assert ck.read_text() == before  # every llama.cpp record came from the checkpoint
+    again = load_report(llamacpp_report["dir"])
+    key = lambda d: sorted((r["label"], r["conv_id"], r["turn"], r["decode_s"], r["drafted"])  # noqa: E731
+                           for r in d["records"] if r["method"] == "llamacpp-draft")
+    assert key(again) == key(llamacpp_report["data"])
+
+
+def test_llamacpp_draft_not_built_is_reported(prompts_file, tmp_path):
+    out = tmp_path / "out"
+    model = str(model_path(DEFAULT_MODEL))
+    p = subprocess.run([str(BIN), "bench", "-m", model, "-d", model, "--method", "ar", "--prompts", str(prompts_file),
+                        "--max-turns", "1", "--limit", "1", "-n", "2", "-t", "1", "--warmup", "0", "-c", "512",
+                        "--llamacpp", "-o", str(out), "-q"], capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, SPECDEC_LLAMACPP_SPEC_BIN=str(tmp_path / "missing")))
+    assert p.returncode == 0, p.stderr
+    data = load_report(out)
+    assert "build_llamacpp_spec.sh" in data["unavailable"]["llamacpp-draft"]
+    assert {r["method"] for r in data["records"]} == {"ar", "llamacpp-ar", "llamacpp-pld"}
+    assert "llamacpp-draft" in (out / "bench.md").read_text()  # under "Not measured"

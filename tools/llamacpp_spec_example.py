@@ -1,0 +1,109 @@
+"""llama.cpp's own draft-model speculative decoding (the llama-speculative-simple
+example, built by tools/build_llamacpp_spec.sh from the llama.cpp that
+llama-cpp-python vendors) on one turn, for the `llamacpp-draft` baseline of
+`specdec bench --llamacpp` (tools/bench_llamacpp.py).
+
+The example takes prompt text, not token ids: the turn's ids are turned back
+into text (special tokens written out), and that text is used only if
+tokenizing it as the example does (BOS as the model says, special tokens
+parsed) gives back exactly the same ids; the example's own count of prompt
+tokens is checked too. Its greedy output is compared with llama.cpp AR's as
+text (the example prints text, not ids).
+
+Figures are the example's own: "encoded N tokens in S seconds" (the target's
+prompt minus its last token, plus the draft's prompt), "decoded N tokens in S
+seconds" (every token after the prompt, the first one included), n_drafted and
+n_accept. With -n N-1 the example decodes exactly N tokens (its loop stops
+once it has more than -n); when it stops on an end-of-generation token, that
+token is counted (and any tokens accepted after it in the same round).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import subprocess
+import tempfile
+
+
+def piece(llm, tok: int) -> bytes:
+    """The token's text as the example prints it (special tokens written out)."""
+    import llama_cpp
+
+    vocab = llm._model.vocab
+    buf = ctypes.create_string_buffer(64)
+    n = llama_cpp.llama_token_to_piece(vocab, tok, buf, 64, 0, True)
+    if n < 0:
+        buf = ctypes.create_string_buffer(-n)
+        n = llama_cpp.llama_token_to_piece(vocab, tok, buf, -n, 0, True)
+    return buf.raw[:n]
+
+
+def text_of(llm, tokens) -> bytes:
+    return b"".join(piece(llm, t) for t in tokens)
+
+
+def prompt_text(llm, tokens) -> bytes | None:
+    """Text that the example tokenizes into exactly `tokens`, or None."""
+    tokens = list(tokens)
+    starts = (1, 0) if tokens and tokens[0] == llm.token_bos() else (0,)
+    for s in starts:  # a leading BOS is added back by the tokenizer when the model asks for one
+        text = text_of(llm, tokens[s:])
+        if llm.tokenize(text, add_bos=True, special=True) == tokens:
+            return text
+    return None
+
+
+_NUM = {
+    "encoded": re.compile(r"encoded\s+(\d+) tokens in\s+([0-9.]+) seconds"),
+    "decoded": re.compile(r"decoded\s+(\d+) tokens in\s+([0-9.]+) seconds"),
+    "n_drafted": re.compile(r"n_drafted\s*=\s*(\d+)"),
+    "n_accept": re.compile(r"n_accept\s*=\s*(\d+)"),
+}
+
+
+def run_turn(binary: str, target: str, draft: str, text: bytes, n_prompt: int, n_predict: int, threads: int,
+             temp: float, seed: int, k: int, n_ctx: int, ignore_eos: bool, timeout: float = 3600) -> dict:
+    """One run of the example; raises RuntimeError with its stderr when it fails."""
+    fd, path = tempfile.mkstemp(suffix=".txt", prefix="specdec-llamacpp-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(text + b"\n")  # -f drops one trailing newline; the prompt's own must stay
+        cmd = [binary, "-m", target, "-md", draft, "-f", path, "-n", str(max(0, n_predict - 1)),
+               "-c", str(n_ctx), "-b", str(max(n_ctx, 512)), "-ub", "512",
+               "-t", str(threads), "-tb", str(threads), "-td", str(threads), "-tbd", str(threads),
+               "--spec-type", "draft-simple", "--spec-draft-n-max", str(k), "--spec-draft-n-min", "0",
+               "--spec-draft-p-min", "0", "-fa", "off",
+               "--temp", str(temp), "--top-k", "1" if temp == 0 else "0", "--top-p", "1", "--min-p", "0",
+               "--repeat-penalty", "1", "--seed", str(seed)]
+        if ignore_eos:
+            cmd.append("--ignore-eos")
+        p = subprocess.run(cmd, capture_output=True, timeout=timeout)
+    finally:
+        os.unlink(path)
+    err = p.stderr.decode("utf-8", "replace")
+    if p.returncode != 0:
+        raise RuntimeError(f"{os.path.basename(binary)} failed (exit {p.returncode}): {err[-2000:]}")
+    got = {}
+    for key, rx in _NUM.items():
+        m = rx.findall(err)
+        if not m:
+            raise RuntimeError(f"{os.path.basename(binary)}: no '{key}' figure in its output: {err[-2000:]}")
+        got[key] = m[-1]
+    n_enc, s_enc = int(got["encoded"][0]), float(got["encoded"][1])
+    n_dec, s_dec = int(got["decoded"][0]), float(got["decoded"][1])
+    if n_enc != n_prompt:
+        raise RuntimeError(f"the example read {n_enc} prompt tokens, specdec used {n_prompt}")
+    # stdout: "\n\n", the prompt's pieces, the generated pieces, "\n\n" before and after the statistics.
+    return {"n_generated": n_dec, "prefill_s": s_enc, "decode_s": s_dec,
+            "drafted": int(got["n_drafted"]), "accepted": int(got["n_accept"]),
+            "finish_reason": "length" if n_dec >= n_predict else "stop", "stdout": p.stdout}
+
+
+def generated_text(stdout: bytes, prompt: bytes) -> bytes | None:
+    """The generated text out of the example's stdout (None if it is not laid out as expected)."""
+    head, tail = b"\n\n" + prompt, b"\n\n\n\n"
+    if not stdout.startswith(head) or not stdout.endswith(tail) or len(stdout) < len(head) + len(tail):
+        return None
+    return stdout[len(head):len(stdout) - len(tail)]
