@@ -19,6 +19,12 @@ struct ForwardBatch {
     std::vector<int32_t> parents;      // (n) index of the parent row (< i), or i itself for none
     std::vector<uint8_t> want_logits;  // (n) 1: return logits for this row
     std::vector<int> capture_layers;   // layers whose output hidden state is returned
+    // Greedy-only rows: a row that wants logits gets its greedy token and that
+    // token's logit (ForwardResult::argmax / max_logit) instead of its n_vocab
+    // logits. The LM head then runs over slices of the vocabulary, so a
+    // 64-row greedy verification on a 262144-token vocabulary holds a few MiB
+    // of logits instead of 64. Same LM head work; the token is sample::argmax's.
+    bool argmax_only = false;
 
     int size() const { return (int)tokens.size(); }
     void clear() {
@@ -50,7 +56,9 @@ struct ForwardBatch {
 
 struct ForwardResult {
     std::vector<int> logit_rows;             // batch rows that have logits, ascending
-    std::vector<float> logits;               // (logit_rows.size(), n_vocab)
+    std::vector<float> logits;               // (logit_rows.size(), n_vocab); empty when argmax_only
+    std::vector<int32_t> argmax;             // argmax_only: (logit_rows.size()) greedy token per row
+    std::vector<float> max_logit;            // argmax_only: (logit_rows.size()) its logit
     std::vector<std::vector<float>> hidden;  // per captured layer: (n, n_embd)
     int n_vocab = 0;
     const float* row_logits(size_t k) const { return logits.data() + k * (size_t)n_vocab; }

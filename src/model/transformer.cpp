@@ -27,6 +27,24 @@ void for_rows(ThreadPool& pool, int n, Fn&& fn) {
     });
 }
 
+// Sizes a scratch vector to n elements, allocating exactly what is asked when
+// it grows (no doubling, and no copy: every caller overwrites the contents),
+// and giving memory back when it holds far more than this call needs: the
+// buffers of a 256-row prefill chunk, or a 64-row forward's logits, would
+// otherwise stay resident through every 1-row decode that follows them.
+template <class T>
+void fit(std::vector<T>& v, size_t n) {
+    const size_t cap = v.capacity();
+    if (n > cap || (cap > 4 * n && (cap - n) * sizeof(T) >= (size_t(1) << 20))) {
+        std::vector<T>().swap(v);
+        v.reserve(n);
+    }
+    v.resize(n);
+}
+
+// Floats of LM-head output held at once in argmax_only mode (over all rows).
+constexpr int64_t kArgmaxSliceFloats = int64_t(1) << 18;  // 1 MiB
+
 }  // namespace
 
 Transformer::Transformer(const io::GgufFile& file, int layer_limit)
@@ -151,15 +169,15 @@ void Transformer::forward(const ForwardBatch& b, kv::KvCache& cache, ThreadPool&
     plan_rows(b, cache);
     const int n = b.size();
     const int E = c.n_embd;
-    x_.resize((size_t)n * E);
-    h_.resize((size_t)n * E);
-    q_.resize((size_t)n * c.q_dim());
-    k_.resize((size_t)n * c.kv_dim());
-    v_.resize((size_t)n * c.v_dim());
-    att_.resize((size_t)n * c.q_dim());
-    o_.resize((size_t)n * E);
-    gate_.resize((size_t)n * c.n_ff);
-    up_.resize((size_t)n * c.n_ff);
+    fit(x_, (size_t)n * E);
+    fit(h_, (size_t)n * E);
+    fit(q_, (size_t)n * c.q_dim());
+    fit(k_, (size_t)n * c.kv_dim());
+    fit(v_, (size_t)n * c.v_dim());
+    fit(att_, (size_t)n * c.q_dim());
+    fit(o_, (size_t)n * E);
+    fit(gate_, (size_t)n * c.n_ff);
+    fit(up_, (size_t)n * c.n_ff);
     // Capture indices count the layers this instance runs (the model's own
     // layer numbers unless layers are skipped): n_layers_run() - 1 is the last.
     for (int cap : b.capture_layers)
@@ -257,12 +275,56 @@ void Transformer::forward(const ForwardBatch& b, kv::KvCache& cache, ThreadPool&
         if (b.want_logits[i]) out.logit_rows.push_back(i);
     const int m = (int)out.logit_rows.size();
     out.n_vocab = c.n_vocab;
-    out.logits.resize((size_t)m * c.n_vocab);
+    fit(out.logits, b.argmax_only ? 0 : (size_t)m * c.n_vocab);
+    out.argmax.assign(b.argmax_only ? m : 0, 0);
+    out.max_logit.assign(b.argmax_only ? m : 0, 0.0f);
     if (m == 0) return;
     for (int k = 0; k < m; ++k)
         kernels::rmsnorm(x_.data() + (size_t)out.logit_rows[k] * E, weights_.output_norm, h_.data() + (size_t)k * E, E,
                          c.norm_eps);
-    kernels::matmul(weights_.output, h_.data(), m, out.logits.data(), pool);
+    if (b.argmax_only) {
+        lm_head_argmax(m, pool, out);
+    } else {
+        kernels::matmul(weights_.output, h_.data(), m, out.logits.data(), pool);
+    }
+}
+
+void Transformer::lm_head_argmax(int m, ThreadPool& pool, ForwardResult& out) {
+    // The output matrix in slices of whole rows (vocabulary entries): each slice
+    // gives every row's logits for those tokens, folded into a running argmax.
+    // The matrix is still read once (a slice serves all m rows), and a logit is
+    // the same dot product whatever slice it is in (matmul's result per output
+    // does not depend on how its rows are split; the tests compare bit for bit).
+    const int64_t V = config_.n_vocab;
+    const int64_t w = std::min(V, std::max<int64_t>(64, (kArgmaxSliceFloats / m) & ~int64_t(63)));
+    fit(slice_, (size_t)m * (size_t)w);
+    kernels::WeightMatrix part = weights_.output;
+    for (int64_t v0 = 0; v0 < V; v0 += w) {
+        const int64_t nw = std::min(w, V - v0);
+        part.data = static_cast<const uint8_t*>(weights_.output.data) + (size_t)v0 * weights_.output.row_bytes;
+        part.n_out = nw;
+        kernels::matmul(part, h_.data(), m, slice_.data(), pool);
+        for (int k = 0; k < m; ++k) {
+            const float* y = slice_.data() + (size_t)k * nw;
+            // sample::argmax's scan (first index of the largest, strict >),
+            // continued across slices.
+            int64_t j = 0;
+            if (v0 == 0) {
+                out.argmax[k] = 0;
+                out.max_logit[k] = y[0];
+                j = 1;
+            }
+            int32_t best = out.argmax[k];
+            float bv = out.max_logit[k];
+            for (; j < nw; ++j)
+                if (y[j] > bv) {
+                    bv = y[j];
+                    best = (int32_t)(v0 + j);
+                }
+            out.argmax[k] = best;
+            out.max_logit[k] = bv;
+        }
+    }
 }
 
 }  // namespace specdec::model

@@ -57,13 +57,16 @@ private:
     void plan_rows(const ForwardBatch& batch, const kv::KvCache& cache);
     // il: model layer (weights, sliding window); cl: its layer in the cache.
     void attention_layer(int il, int cl, const ForwardBatch& batch, kv::KvCache& cache, ThreadPool& pool);
+    // argmax_only LM head over the m normed rows in h_ (vocabulary slices).
+    void lm_head_argmax(int m, ThreadPool& pool, ForwardResult& out);
 
     const io::GgufFile& file_;
     ModelConfig config_;
     ModelWeights weights_;
     std::vector<int> layers_;  // model layers run, ascending
 
-    // Scratch, resized per call. Shapes in rows n of the batch.
+    // Scratch, sized per call (and shrunk when far larger than the call needs).
+    // Shapes in rows n of the batch.
     std::vector<RowPlan> plan_;
     std::vector<float> x_;      // (n, n_embd) residual stream
     std::vector<float> h_;      // (n, n_embd) normed input
@@ -75,6 +78,7 @@ private:
     std::vector<float> gate_;   // (n, n_ff)
     std::vector<float> up_;     // (n, n_ff)
     std::vector<float> scores_; // (n_workers, n_ctx)
+    std::vector<float> slice_;  // argmax_only: (rows with logits, vocabulary slice)
 };
 
 }  // namespace specdec::model
