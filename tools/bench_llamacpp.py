@@ -173,7 +173,7 @@ def run_prompts(inp: dict, quiet: bool, checkpoint: str | None = None) -> dict:
     done = read_checkpoint(checkpoint)
     vocab = None  # tokenizer of the target, for the example's text prompts
     for t in inp["threads"]:
-        ar_tokens = {}  # (temp, conv, turn) -> llamacpp-ar's generated ids (greedy comparisons)
+        ar_tokens = {}  # (temp, conv, turn) -> llamacpp-ar's record (its ids, for greedy comparisons)
         for method in methods_of(inp):
             draft = None
             extra = {}
@@ -240,8 +240,8 @@ def run_prompts(inp: dict, quiet: bool, checkpoint: str | None = None) -> dict:
                             ref = ar_tokens.get((temp, tr["conv"], tr["turn"]))
                             same = None
                             if temp == 0 and ref is not None:
-                                same = rec["tokens"] == ref if "tokens" in rec else (
-                                    None if text is None else text == spec.text_of(vocab, ref))
+                                same = rec["tokens"] == ref["tokens"] if "tokens" in rec else spec.same_output(
+                                    text, spec.text_of(vocab, ref["tokens"]), ref["finish_reason"] == "stop")
                             rec["matches_llamacpp_ar"] = same
                         recs.append(rec)
                         if checkpoint:
@@ -252,7 +252,7 @@ def run_prompts(inp: dict, quiet: bool, checkpoint: str | None = None) -> dict:
                         log(quiet, f"[{i + 1}/{len(turns)}] {method} t={t} T={temp}: "
                                    f"{rec['n_generated'] / d if d > 0 else 0:.1f} tok/s")
                     if method == "llamacpp-ar" and "tokens" in recs[-1]:  # (AR turns are never skipped)
-                        ar_tokens[(temp, tr["conv"], tr["turn"])] = recs[-1]["tokens"]
+                        ar_tokens[(temp, tr["conv"], tr["turn"])] = recs[-1]
                 runs.append({"method": method, "threads": t, "temp": temp, **extra, "records": recs})
             if llm is not None:
                 del llm

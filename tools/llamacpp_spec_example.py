@@ -13,9 +13,11 @@ text (the example prints text, not ids).
 Figures are the example's own: "encoded N tokens in S seconds" (the target's
 prompt minus its last token, plus the draft's prompt), "decoded N tokens in S
 seconds" (every token after the prompt, the first one included), n_drafted and
-n_accept. With -n N-1 the example decodes exactly N tokens (its loop stops
-once it has more than -n); when it stops on an end-of-generation token, that
-token is counted (and any tokens accepted after it in the same round).
+n_accept. It is run with -n N-1: its loop stops once it has more than -n
+tokens, so it decodes at least N, and its last round can overshoot by up to K
+(it drafts K even when fewer are left); when it stops on an end-of-generation
+token, that token is counted (and any accepted after it in the same round).
+So its generated count can exceed specdec's N; tok/s is its count over its time.
 """
 
 from __future__ import annotations
@@ -99,6 +101,15 @@ def run_turn(binary: str, target: str, draft: str, text: bytes, n_prompt: int, n
     return {"n_generated": n_dec, "prefill_s": s_enc, "decode_s": s_dec,
             "drafted": int(got["n_drafted"]), "accepted": int(got["n_accept"]),
             "finish_reason": "length" if n_dec >= n_predict else "stop", "stdout": p.stdout}
+
+
+def same_output(text: bytes | None, ref: bytes, ref_stopped: bool) -> bool | None:
+    """Whether the example's text is llama.cpp AR's output: equal when AR
+    stopped on an end token, else AR's N tokens' text is where it starts (the
+    example may decode a few tokens more)."""
+    if text is None:
+        return None
+    return text == ref if ref_stopped else text.startswith(ref)
 
 
 def generated_text(stdout: bytes, prompt: bytes) -> bytes | None:

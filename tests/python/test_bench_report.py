@@ -429,9 +429,10 @@ def test_llamacpp_draft_baseline_records(llamacpp_report):
     assert len(draft) == len(ar) == len(lar) == sum(len(p["turns"]) for p in PROMPTS)
     for r in draft:
         key = (r["conv_id"], r["turn"])
-        # the example read exactly specdec's prompt tokens (it checks its own count) and decoded -n tokens
+        # the example read exactly specdec's prompt tokens (its own count is checked) and decoded at
+        # least -n tokens (its last round may run up to K past it)
         assert r["prompt_tokens"] == ar[key]["prompt_tokens"] == lar[key]["prompt_tokens"]
-        assert r["generated_tokens"] == 8 and r["finish_reason"] == "length"
+        assert 8 <= r["generated_tokens"] <= 8 + 3 and r["finish_reason"] == "length"
         assert r["prefill_s"] > 0 and r["decode_s"] > 0 and r["draft_k"] == 3
         assert 0 < r["drafted"] and 0 <= r["accepted"] <= r["drafted"]
         assert r["rounds"] is None and r["mean_accept_len"] is None
