@@ -61,9 +61,10 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& file) {
     }
     for (size_t i = 0; i < n; ++i) {
         // llama.cpp renames empty tokens so that every text is a unique key.
-        t->texts_[i] = tokens[i].empty() ? "[EMPTY_" + std::to_string(i) + "]" : tokens[i];
-        const bool fresh = t->ids_.emplace(t->texts_[i], int32_t(i)).second;
-        SPECDEC_CHECK(fresh, "tokenizer: duplicate token '", t->texts_[i], "' (id ", i, ") in ", file.path());
+        const auto [it, fresh] =
+            t->ids_.emplace(tokens[i].empty() ? "[EMPTY_" + std::to_string(i) + "]" : tokens[i], int32_t(i));
+        SPECDEC_CHECK(fresh, "tokenizer: duplicate token '", it->first, "' (id ", i, ") in ", file.path());
+        t->texts_[i] = &it->first;  // map nodes never move (rehashing relinks them)
     }
 
     if (t->kind_ == Kind::Bpe) {
@@ -138,7 +139,7 @@ void Tokenizer::finish_special_tokens(const GgufFile& file) {
     find_first(fim_sep, {"<|file_sep|>"});
 
     for (size_t i = 0; i < texts_.size(); ++i) {
-        if ((attrs_[i] & kControl) && texts_[i].find("unused") != std::string::npos) attrs_[i] |= kUnused;
+        if ((attrs_[i] & kControl) && texts_[i]->find("unused") != std::string::npos) attrs_[i] |= kUnused;
     }
 
     for (int32_t id : {fim_pad, fim_rep, fim_sep, eos_, eot, eom}) {
@@ -161,29 +162,36 @@ void Tokenizer::finish_special_tokens(const GgufFile& file) {
         if (attrs_[i] & (kControl | kUserDefined | kUnknown)) special_.push_back(int32_t(i));
     }
     std::sort(special_.begin(), special_.end(),
-              [&](int32_t a, int32_t b) { return texts_[size_t(a)].size() > texts_[size_t(b)].size(); });
+              [&](int32_t a, int32_t b) { return texts_[size_t(a)]->size() > texts_[size_t(b)]->size(); });
 
-    pieces_.resize(texts_.size());
+    pieces_.clear();
+    piece_off_.assign(1, 0);
+    piece_off_.reserve(texts_.size() + 1);
+    std::string p;
     for (size_t i = 0; i < texts_.size(); ++i) {
         const uint32_t a = attrs_[i];
-        std::string& p = pieces_[i];
+        p.clear();
         if (a & (kUnknown | kControl | kUserDefined)) {
-            p = texts_[i];
+            p = *texts_[i];
         } else if (kind_ == Kind::Spm && (a & kNormal)) {
-            for (size_t k = 0; k < texts_[i].size();) {
-                if (texts_[i].compare(k, 3, "\xE2\x96\x81") == 0) {
+            for (size_t k = 0; k < texts_[i]->size();) {
+                if (texts_[i]->compare(k, 3, "\xE2\x96\x81") == 0) {
                     p.push_back(' ');
                     k += 3;
                 } else {
-                    p.push_back(texts_[i][k++]);
+                    p.push_back((*texts_[i])[k++]);
                 }
             }
         } else if (kind_ == Kind::Spm && (a & kByte)) {
-            p.push_back(char(std::strtol(texts_[i].substr(3, 2).c_str(), nullptr, 16)));
+            p.push_back(char(std::strtol(texts_[i]->substr(3, 2).c_str(), nullptr, 16)));
         } else if (kind_ == Kind::Bpe && (a & kNormal)) {
-            p = BpeTokenizer::decode_token_text(texts_[i]);
+            p = BpeTokenizer::decode_token_text(*texts_[i]);
         }
+        pieces_ += p;
+        SPECDEC_CHECK(pieces_.size() < UINT32_MAX, "tokenizer: token pieces exceed 4 GiB");
+        piece_off_.push_back(uint32_t(pieces_.size()));
     }
+    pieces_.shrink_to_fit();
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
@@ -197,7 +205,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
     for (int32_t id : special_) {
         const uint32_t a = attrs_[size_t(id)];
         if (!parse_special && (a & (kControl | kUnknown))) continue;
-        const std::string& st = texts_[size_t(id)];
+        const std::string& st = *texts_[size_t(id)];
         next.clear();
         bool changed = false;
         for (const Frag& f : frags) {
@@ -250,7 +258,7 @@ void Tokenizer::check_id(int32_t id) const {
 
 std::string Tokenizer::token_to_piece(int32_t id) const {
     check_id(id);
-    return pieces_[size_t(id)];
+    return pieces_.substr(piece_off_[size_t(id)], piece_off_[size_t(id) + 1] - piece_off_[size_t(id)]);
 }
 
 std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
@@ -268,7 +276,7 @@ uint32_t Tokenizer::attr(int32_t id) const {
 
 const std::string& Tokenizer::token_text(int32_t id) const {
     check_id(id);
-    return texts_[size_t(id)];
+    return *texts_[size_t(id)];
 }
 
 uint64_t Tokenizer::token_list_hash() const { return hash_; }

@@ -21,6 +21,9 @@ class Tokenizer {
 public:
     // Throws specdec::Error on missing or inconsistent tokenizer metadata.
     static std::unique_ptr<Tokenizer> from_gguf(const GgufFile& file);
+    // texts_ points into ids_: a copy would point into the original.
+    Tokenizer(const Tokenizer&) = delete;
+    Tokenizer& operator=(const Tokenizer&) = delete;
 
     // add_special: add BOS/EOS as the metadata says (llama_tokenize's
     // add_special). parse_special: recognise control tokens written in the
@@ -60,7 +63,9 @@ private:
     void check_id(int32_t id) const;
 
     enum class Kind { Bpe, Spm } kind_ = Kind::Bpe;
-    std::vector<std::string> texts_;
+    // id -> its text, the key stored in ids_ (one copy of the vocabulary, not
+    // two: 262144 std::strings are 8 MiB before their contents).
+    std::vector<const std::string*> texts_;
     std::vector<uint32_t> attrs_;
     std::vector<float> scores_;
     std::unordered_map<std::string, int32_t> ids_;
@@ -68,7 +73,9 @@ private:
     std::unique_ptr<SpmTokenizer> spm_;
     std::vector<int32_t> special_;  // partition order: longest text first
     std::unordered_set<int32_t> eog_;
-    std::vector<std::string> pieces_;
+    // Rendered pieces, concatenated: piece i is [piece_off_[i], piece_off_[i + 1]).
+    std::string pieces_;
+    std::vector<uint32_t> piece_off_;
     int32_t bos_ = -1, eos_ = -1;
     bool add_bos_ = false, add_eos_ = false, add_space_prefix_ = false;
     uint64_t hash_ = 0;
