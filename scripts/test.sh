@@ -17,6 +17,21 @@ echo "== C++ unit tests under AddressSanitizer + UBSan (suites on real models, n
 scripts/build.sh asan specdec_tests
 ASAN_OPTIONS=detect_leaks=1 build/asan/specdec_tests --gtest_filter='-Real*' --gtest_brief=1
 
+# The concurrency suites (SSD's target side, draft worker and speculation
+# cache; the thread pool; the batched scheduler on a 2-thread pool) on
+# synthetic models, under ThreadSanitizer: any data race or lock-order
+# inversion fails the step (halt_on_error), and `timeout` turns a deadlock
+# into a failure instead of a hung CI job. About 5 minutes on 2 cores.
+# SsdSampling is left out: its chi-square tests run ~100k short SSD runs (far
+# too slow under TSan) through the same worker paths the greedy suites cover;
+# it runs in the release and ASan steps. RealSsdStops (smollm2) takes ~17 min
+# under TSan on a loaded 2-core machine, so it runs in release only.
+TSAN_TESTS='ThreadPool.*:Ssd*:*SsdGreedyBranchMode.*:SchedSync.*:SchedSpecBatch.*:ServerHttp.*-SsdSampling.*'
+echo "== concurrency tests under ThreadSanitizer (SSD, thread pool, batched scheduler)" >&2
+scripts/build.sh tsan specdec_tests
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" timeout 900 \
+  build/tsan/specdec_tests --gtest_filter="$TSAN_TESTS" --gtest_brief=1
+
 echo "== Python tests against llama.cpp" >&2
 SPECDEC_BIN="$PWD/build/release/specdec" \
   .venv/bin/python -m pytest -q tests/python
