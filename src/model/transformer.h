@@ -75,8 +75,8 @@ private:
     std::vector<float> v_;      // (n, v_dim)
     std::vector<float> att_;    // (n, q_dim)
     std::vector<float> o_;      // (n, n_embd)
-    std::vector<float> gate_;   // (n, n_ff)
-    std::vector<float> up_;     // (n, n_ff)
+    std::vector<float> gate_;   // (min(n, FFN block), n_ff)
+    std::vector<float> up_;     // (min(n, FFN block), n_ff)
     std::vector<float> scores_; // (n_workers, n_ctx)
     std::vector<float> slice_;  // argmax_only: (rows with logits, vocabulary slice)
 };
