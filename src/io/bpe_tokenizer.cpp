@@ -7,7 +7,7 @@
 
 namespace specdec::io {
 
-BpeTokenizer::BpeTokenizer(const std::unordered_map<std::string, int32_t>* token_ids,
+BpeTokenizer::BpeTokenizer(const TokenIndex* token_ids,
                            const std::vector<std::string>& merges, PreTokenizer pre)
     : token_ids_(token_ids), pre_(pre) {
     ranks_.reserve(merges.size());

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "io/pretokenizer.h"
+#include "io/tokenizer_index.h"
 
 namespace specdec::io {
 
@@ -17,7 +18,7 @@ class BpeTokenizer {
 public:
     // token_ids: text -> id for the whole vocabulary; merges: "left right"
     // strings in rank order (tokenizer.ggml.merges).
-    BpeTokenizer(const std::unordered_map<std::string, int32_t>* token_ids,
+    BpeTokenizer(const TokenIndex* token_ids,
                  const std::vector<std::string>& merges, PreTokenizer pre);
 
     // Appends the ids of raw (not special-token) text.
@@ -30,7 +31,7 @@ private:
     void encode_word(const std::string& word, std::vector<int32_t>& out) const;
     int rank(std::string_view left, std::string_view right) const;
 
-    const std::unordered_map<std::string, int32_t>* token_ids_;
+    const TokenIndex* token_ids_;
     std::unordered_map<std::string, int> ranks_;  // key: "left right"
     PreTokenizer pre_;
 };

@@ -9,7 +9,7 @@
 
 namespace specdec::io {
 
-SpmTokenizer::SpmTokenizer(const std::unordered_map<std::string, int32_t>* token_ids,
+SpmTokenizer::SpmTokenizer(const TokenIndex* token_ids,
                            const std::vector<float>* scores)
     : token_ids_(token_ids), scores_(scores) {}
 

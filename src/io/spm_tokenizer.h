@@ -11,11 +11,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "io/tokenizer_index.h"
+
 namespace specdec::io {
 
 class SpmTokenizer {
 public:
-    SpmTokenizer(const std::unordered_map<std::string, int32_t>* token_ids, const std::vector<float>* scores);
+    SpmTokenizer(const TokenIndex* token_ids, const std::vector<float>* scores);
 
     // Appends the ids of raw text; the caller has already applied the space
     // prefix rule. Spaces are escaped to U+2581 here.
@@ -25,7 +27,7 @@ public:
     int32_t byte_token(uint8_t b) const;
 
 private:
-    const std::unordered_map<std::string, int32_t>* token_ids_;
+    const TokenIndex* token_ids_;
     const std::vector<float>* scores_;
 };
 

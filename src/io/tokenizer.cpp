@@ -45,7 +45,6 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& file) {
     }
     t->hash_ = h;
 
-    t->texts_.resize(n);
     t->attrs_.assign(n, kNormal);
     t->scores_.assign(n, 0.0f);
     t->ids_.reserve(n);
@@ -61,10 +60,8 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& file) {
     }
     for (size_t i = 0; i < n; ++i) {
         // llama.cpp renames empty tokens so that every text is a unique key.
-        const auto [it, fresh] =
-            t->ids_.emplace(tokens[i].empty() ? "[EMPTY_" + std::to_string(i) + "]" : tokens[i], int32_t(i));
-        SPECDEC_CHECK(fresh, "tokenizer: duplicate token '", it->first, "' (id ", i, ") in ", file.path());
-        t->texts_[i] = &it->first;  // map nodes never move (rehashing relinks them)
+        const std::string text = tokens[i].empty() ? "[EMPTY_" + std::to_string(i) + "]" : tokens[i];
+        SPECDEC_CHECK(t->ids_.add(text), "tokenizer: duplicate token '", text, "' (id ", i, ") in ", file.path());
     }
 
     if (t->kind_ == Kind::Bpe) {
@@ -88,7 +85,7 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& file) {
 }
 
 void Tokenizer::finish_special_tokens(const GgufFile& file) {
-    const int64_t n = int64_t(texts_.size());
+    const int64_t n = int64_t(ids_.size());
     auto read_id = [&](const char* key, int32_t& id) {
         if (id >= n) id = -1;
         if (!file.has(key)) return;
@@ -138,8 +135,8 @@ void Tokenizer::finish_special_tokens(const GgufFile& file) {
     find_first(fim_rep, {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"});
     find_first(fim_sep, {"<|file_sep|>"});
 
-    for (size_t i = 0; i < texts_.size(); ++i) {
-        if ((attrs_[i] & kControl) && texts_[i]->find("unused") != std::string::npos) attrs_[i] |= kUnused;
+    for (size_t i = 0; i < ids_.size(); ++i) {
+        if ((attrs_[i] & kControl) && ids_.text(int32_t(i)).find("unused") != std::string::npos) attrs_[i] |= kUnused;
     }
 
     for (int32_t id : {fim_pad, fim_rep, fim_sep, eos_, eot, eom}) {
@@ -158,34 +155,34 @@ void Tokenizer::finish_special_tokens(const GgufFile& file) {
     // Special tokens are split out longest first. std::sort (not stable) on
     // ascending ids with the same comparator as llama.cpp keeps equal-length
     // tokens in the same relative order under the same standard library.
-    for (size_t i = 0; i < texts_.size(); ++i) {
+    for (size_t i = 0; i < ids_.size(); ++i) {
         if (attrs_[i] & (kControl | kUserDefined | kUnknown)) special_.push_back(int32_t(i));
     }
     std::sort(special_.begin(), special_.end(),
-              [&](int32_t a, int32_t b) { return texts_[size_t(a)]->size() > texts_[size_t(b)]->size(); });
+              [&](int32_t a, int32_t b) { return ids_.text(a).size() > ids_.text(b).size(); });
 
     pieces_.clear();
     piece_off_.assign(1, 0);
-    piece_off_.reserve(texts_.size() + 1);
+    piece_off_.reserve(ids_.size() + 1);
     std::string p;
-    for (size_t i = 0; i < texts_.size(); ++i) {
+    for (size_t i = 0; i < ids_.size(); ++i) {
         const uint32_t a = attrs_[i];
         p.clear();
         if (a & (kUnknown | kControl | kUserDefined)) {
-            p = *texts_[i];
+            p = ids_.text(int32_t(i));
         } else if (kind_ == Kind::Spm && (a & kNormal)) {
-            for (size_t k = 0; k < texts_[i]->size();) {
-                if (texts_[i]->compare(k, 3, "\xE2\x96\x81") == 0) {
+            for (size_t k = 0; k < ids_.text(int32_t(i)).size();) {
+                if (ids_.text(int32_t(i)).compare(k, 3, "\xE2\x96\x81") == 0) {
                     p.push_back(' ');
                     k += 3;
                 } else {
-                    p.push_back((*texts_[i])[k++]);
+                    p.push_back(ids_.text(int32_t(i))[k++]);
                 }
             }
         } else if (kind_ == Kind::Spm && (a & kByte)) {
-            p.push_back(char(std::strtol(texts_[i]->substr(3, 2).c_str(), nullptr, 16)));
+            p.push_back(char(std::strtol(std::string(ids_.text(int32_t(i)).substr(3, 2)).c_str(), nullptr, 16)));
         } else if (kind_ == Kind::Bpe && (a & kNormal)) {
-            p = BpeTokenizer::decode_token_text(*texts_[i]);
+            p = BpeTokenizer::decode_token_text(std::string(ids_.text(int32_t(i))));
         }
         pieces_ += p;
         SPECDEC_CHECK(pieces_.size() < UINT32_MAX, "tokenizer: token pieces exceed 4 GiB");
@@ -205,7 +202,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
     for (int32_t id : special_) {
         const uint32_t a = attrs_[size_t(id)];
         if (!parse_special && (a & (kControl | kUnknown))) continue;
-        const std::string& st = *texts_[size_t(id)];
+        const std::string_view st = ids_.text(id);
         next.clear();
         bool changed = false;
         for (const Frag& f : frags) {
@@ -274,9 +271,9 @@ uint32_t Tokenizer::attr(int32_t id) const {
     return attrs_[size_t(id)];
 }
 
-const std::string& Tokenizer::token_text(int32_t id) const {
+std::string_view Tokenizer::token_text(int32_t id) const {
     check_id(id);
-    return *texts_[size_t(id)];
+    return ids_.text(id);
 }
 
 uint64_t Tokenizer::token_list_hash() const { return hash_; }

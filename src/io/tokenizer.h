@@ -14,6 +14,7 @@
 #include "io/bpe_tokenizer.h"
 #include "io/gguf.h"
 #include "io/spm_tokenizer.h"
+#include "io/tokenizer_index.h"
 
 namespace specdec::io {
 
@@ -21,9 +22,6 @@ class Tokenizer {
 public:
     // Throws specdec::Error on missing or inconsistent tokenizer metadata.
     static std::unique_ptr<Tokenizer> from_gguf(const GgufFile& file);
-    // texts_ points into ids_: a copy would point into the original.
-    Tokenizer(const Tokenizer&) = delete;
-    Tokenizer& operator=(const Tokenizer&) = delete;
 
     // add_special: add BOS/EOS as the metadata says (llama_tokenize's
     // add_special). parse_special: recognise control tokens written in the
@@ -36,7 +34,7 @@ public:
     // Concatenated pieces (special tokens rendered).
     std::string decode(const std::vector<int32_t>& ids) const;
 
-    int32_t n_vocab() const { return int32_t(texts_.size()); }
+    int32_t n_vocab() const { return int32_t(ids_.size()); }
     int32_t bos_id() const { return bos_; }
     int32_t eos_id() const { return eos_; }
     bool add_bos() const { return add_bos_; }
@@ -45,7 +43,7 @@ public:
     // <|im_end|>, <end_of_turn>, <|endoftext|>, FIM pad/repo/sep, ...).
     bool is_end_of_generation(int32_t id) const { return eog_.count(id) != 0; }
     bool is_control(int32_t id) const;
-    const std::string& token_text(int32_t id) const;
+    std::string_view token_text(int32_t id) const;
     // FNV-1a 64 over every token string followed by a 0 byte, in id order;
     // identifies the vocabulary in model manifests.
     uint64_t token_list_hash() const;
@@ -63,12 +61,9 @@ private:
     void check_id(int32_t id) const;
 
     enum class Kind { Bpe, Spm } kind_ = Kind::Bpe;
-    // id -> its text, the key stored in ids_ (one copy of the vocabulary, not
-    // two: 262144 std::strings are 8 MiB before their contents).
-    std::vector<const std::string*> texts_;
     std::vector<uint32_t> attrs_;
     std::vector<float> scores_;
-    std::unordered_map<std::string, int32_t> ids_;
+    TokenIndex ids_;  // text <-> id, one copy of the vocabulary's texts
     std::unique_ptr<BpeTokenizer> bpe_;
     std::unique_ptr<SpmTokenizer> spm_;
     std::vector<int32_t> special_;  // partition order: longest text first
