@@ -125,6 +125,10 @@ void args(benchmark::internal::Benchmark* b) {
         {TensorType::F16, 896, 4864},  {TensorType::BF16, 896, 4864},
         // the 1.5B target's FFN (issue #4's largest model): Q4_K up/gate, Q6_K down
         {TensorType::Q4_K, 1536, 8960}, {TensorType::Q6_K, 8960, 1536},
+        // and its other shapes: the Q4_K half of ffn_down, Q/O and K/V
+        // projections, and the Q6_K LM head (151936 rows: 1 copy of ~190 MiB)
+        {TensorType::Q4_K, 8960, 1536}, {TensorType::Q4_K, 1536, 1536}, {TensorType::Q4_K, 1536, 256},
+        {TensorType::Q6_K, 1536, 151936},
     };
     for (const Shape& s : shapes)
         for (int threads : {1, 2})
