@@ -21,7 +21,8 @@ ASAN_OPTIONS=detect_leaks=1 build/asan/specdec_tests --gtest_filter='-Real*' --g
 # cache; the thread pool; the batched scheduler on a 2-thread pool) on
 # synthetic models, under ThreadSanitizer: any data race or lock-order
 # inversion fails the step (halt_on_error), and `timeout` turns a deadlock
-# into a failure instead of a hung CI job. About 5 minutes on 2 cores.
+# into a failure instead of a hung CI job. About 6 minutes on 2 cores (a
+# fresh build ~4, the 35 tests ~1.5).
 # SsdSampling is left out: its chi-square tests run ~100k short SSD runs (far
 # too slow under TSan) through the same worker paths the greedy suites cover;
 # it runs in the release and ASan steps. RealSsdStops (smollm2) takes ~17 min

@@ -27,7 +27,9 @@ using namespace specdec;
 namespace {
 
 // Threads of this process right now (the kernel's list, so it also sees a
-// thread that was started and never joined).
+// thread that was started and never joined). The checks below compare with
+// <=: a thread left over by an earlier test in the same process may end
+// meanwhile, but a run must never leave one behind.
 int thread_count() {
     int n = 0;
     for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
@@ -145,7 +147,7 @@ TEST(SsdConcurrency, LongRunsJoinEveryThreadAndKeepTheCacheBounded) {
                                          (d == &m.self ? " self-draft" : " other draft");
                 const SsdRun r = run_ssd(m, *d, kPrompts, max_new, cfg, kNever, what);
                 for (size_t i = 0; i < kPrompts.size(); ++i) EXPECT_EQ(r.out[i], ref[i]) << what << " seq " << i;
-                EXPECT_EQ(thread_count(), threads_before) << what << ": a thread outlived its run";
+                EXPECT_LE(thread_count(), threads_before) << what << ": a thread outlived its run";
                 // Many rounds, each answered by the draft side.
                 EXPECT_GE(r.st.spec.rounds, n / (cfg.k + 1)) << what;
                 EXPECT_EQ(r.st.draft.lookups + (int)kPrompts.size(), r.st.spec.seq_rounds) << what;
@@ -197,7 +199,7 @@ TEST(SsdConcurrency, CancellationsMidRoundThenARunAgain) {
             }
             const SsdRun again = run_ssd(m, *d, kPrompts, {n, n, n}, cfg, kNever, what + " after cancellation");
             for (int i = 0; i < 3; ++i) EXPECT_EQ(again.out[i], ref[i]) << what << " seq " << i;
-            EXPECT_EQ(thread_count(), threads_before) << what;
+            EXPECT_LE(thread_count(), threads_before) << what;
         }
     }
 }
@@ -223,7 +225,7 @@ TEST(SsdConcurrency, ExceptionMidRunJoinsTheDraftWorker) {
         EXPECT_THROW(run_ssd(m, m.other, {kPrompts[1]}, {n}, cfg, boom, "throw at " + std::to_string(at)),
                      std::runtime_error);
         EXPECT_EQ(seen, at);
-        EXPECT_EQ(thread_count(), threads_before) << "throw at " << at;
+        EXPECT_LE(thread_count(), threads_before) << "throw at " << at;
     }
     const SsdRun r = run_ssd(m, m.other, {kPrompts[1]}, {n}, cfg, kNever, "after the exceptions");
     EXPECT_EQ(r.out[0], ref);
