@@ -356,7 +356,7 @@ std::string markdown(const BenchResult& r) {
             md << " " << mib(x["peak_rss_bytes"].get<uint64_t>()) << " | "
                << mib(x["model_file_bytes"].get<uint64_t>() + x["kv_cache_bytes"].get<uint64_t>()) << " |\n";
         }
-        md << "\nfwd(N)/fwd(1): time of one forward of N chained rows (all with logits) after the "
+        md << "\nfwd(N)/fwd(1): time of one forward of N chained rows (the LM head over every row, each row reduced to its greedy token as greedy verification needs, not kept as full logits) after the "
            << r.micro[0]["prefill_tokens"].get<int>()
            << "-token prefix, rolled back with KvCache::truncate, over the time of a 1-row forward. Ratios "
               "specdec/llama.cpp > 1 mean specdec is faster.\n\n";
