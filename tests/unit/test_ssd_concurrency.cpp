@@ -20,7 +20,7 @@
 #include <thread>
 
 #include "sched/ssd_scheduler.h"
-#include "unit/spec_test_support.h"
+#include "unit/ssd_test_support.h"
 
 using namespace specdec;
 
@@ -69,15 +69,8 @@ private:
 // Generous: a sanitized run on a loaded 2-core machine takes seconds.
 constexpr std::chrono::seconds kRunLimit{300};
 
-test::SyntheticModelSpec model_spec(uint32_t seed) {
-    test::SyntheticModelSpec s;
-    s.n_vocab = 64;
-    s.weight_scale = 1.0f;
-    s.seed = seed;
-    return s;
-}
-
-const std::vector<std::vector<int32_t>> kPrompts{{1, 2, 3}, {5, 9, 2, 7, 7, 1}, {40}};
+using test::ssd_model_spec;
+const auto& kPrompts = test::kSsdPrompts;
 
 // Target with a pool of two threads (the pool's job hand-off runs inside
 // every forward); `self` is the target's twin (forced hits), `other` a
@@ -85,31 +78,17 @@ const std::vector<std::vector<int32_t>> kPrompts{{1, 2, 3}, {5, 9, 2, 7, 7, 1}, 
 struct Models {
     ThreadPool pool{2};
     test::TinyModel target, other, self;
-    explicit Models(int n_ctx = 512) : target(model_spec(7), n_ctx, 3), other(model_spec(11), n_ctx, 3 * 7),
-                                       self(model_spec(7), n_ctx, 3 * 7) {}
+    explicit Models(int n_ctx = 512) : target(ssd_model_spec(7), n_ctx, 3), other(ssd_model_spec(11), n_ctx, 3 * 7),
+                                       self(ssd_model_spec(7), n_ctx, 3 * 7) {}
 };
 
-struct SsdRun {
-    std::vector<std::vector<int32_t>> out;
-    sched::SsdStats st;
-};
+using test::SsdRun;
 
 SsdRun run_ssd(Models& m, test::TinyModel& draft, const std::vector<std::vector<int32_t>>& prompts,
-            const std::vector<int>& max_new, const sched::SsdConfig& cfg, const sched::OnToken& stop,
-            const std::string& what) {
+               const std::vector<int>& max_new, const sched::SsdConfig& cfg, const sched::OnToken& stop,
+               const std::string& what) {
     Watchdog dog(what, kRunLimit);
-    SsdRun r;
-    r.out.resize(prompts.size());
-    sched::TargetContext tc{m.target.model.get(), m.target.cache.get(), &m.pool, 256};
-    sched::DraftContext dc{draft.model.get(), draft.cache.get(), 256};
-    sched::SsdScheduler sch(tc, dc, sample::SamplingParams{}, cfg);  // greedy
-    sch.run(prompts, max_new,
-            [&](int i, int32_t t) {
-                r.out[i].push_back(t);
-                return stop(i, t);
-            },
-            r.st);
-    return r;
+    return test::run_ssd_greedy(m.target, m.pool, draft, prompts, max_new, cfg, stop);
 }
 
 const sched::OnToken kNever = [](int, int32_t) { return false; };

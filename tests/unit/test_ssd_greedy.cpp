@@ -6,8 +6,7 @@
 // mid-round, cancellation, the end of the context and long runs.
 #include <gtest/gtest.h>
 
-#include "sched/ssd_scheduler.h"
-#include "unit/spec_test_support.h"
+#include "unit/ssd_test_support.h"
 
 using namespace specdec;
 
@@ -17,40 +16,19 @@ struct Pair {
     ThreadPool pool{1};
     test::TinyModel target, other, self;
     explicit Pair(int n_ctx = 256, int n_seq = 3)
-        : target(spec(7), n_ctx, n_seq), other(spec(11), n_ctx, n_seq), self(spec(7), n_ctx, n_seq) {}
-    static test::SyntheticModelSpec spec(uint32_t seed) {
-        test::SyntheticModelSpec s;
-        s.n_vocab = 64;
-        s.weight_scale = 1.0f;
-        s.seed = seed;
-        return s;
-    }
+        : target(test::ssd_model_spec(7), n_ctx, n_seq), other(test::ssd_model_spec(11), n_ctx, n_seq),
+          self(test::ssd_model_spec(7), n_ctx, n_seq) {}
 };
 
-struct SsdRun {
-    std::vector<std::vector<int32_t>> out;
-    sched::SsdStats st;
-};
+using test::SsdRun;
 
 SsdRun run_ssd(Pair& m, test::TinyModel& draft, const std::vector<std::vector<int32_t>>& prompts,
-            const std::vector<int>& max_new, const sched::SsdConfig& cfg,
-            const sched::OnToken& stop = [](int, int32_t) { return false; }) {
-    SsdRun r;
-    r.out.resize(prompts.size());
-    sched::TargetContext tc{m.target.model.get(), m.target.cache.get(), &m.pool, 256};
-    sched::DraftContext dc{draft.model.get(), draft.cache.get(), 256};
-    sample::SamplingParams p;  // greedy
-    sched::SsdScheduler sch(tc, dc, p, cfg);
-    sch.run(prompts, max_new,
-            [&](int i, int32_t t) {
-                r.out[i].push_back(t);
-                return stop(i, t);
-            },
-            r.st);
-    return r;
+               const std::vector<int>& max_new, const sched::SsdConfig& cfg,
+               const sched::OnToken& stop = [](int, int32_t) { return false; }) {
+    return test::run_ssd_greedy(m.target, m.pool, draft, prompts, max_new, cfg, stop);
 }
 
-const std::vector<std::vector<int32_t>> kPrompts{{1, 2, 3}, {5, 9, 2, 7, 7, 1}, {40}};
+const auto& kPrompts = test::kSsdPrompts;
 
 // n_seq 3: branches re-fed through parent links; 21: each branch in its own
 // scratch sequence slot (3 sequences x (1 + 6 branches)).
@@ -169,7 +147,7 @@ TEST(SsdGreedy, LongBatchedRunsRepeatWithoutDeadlock) {
 
 TEST(SsdGreedy, DraftCacheSmallerThanTargetIsRejected) {
     ThreadPool pool(1);
-    test::TinyModel target(Pair::spec(7), 64, 1), draft(Pair::spec(7), 32, 1);
+    test::TinyModel target(test::ssd_model_spec(7), 64, 1), draft(test::ssd_model_spec(7), 32, 1);
     sched::TargetContext tc{target.model.get(), target.cache.get(), &pool, 256};
     sched::DraftContext dc{draft.model.get(), draft.cache.get(), 256};
     sched::SsdScheduler sch(tc, dc, {}, {});

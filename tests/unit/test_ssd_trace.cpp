@@ -12,21 +12,14 @@
 #include <unistd.h>
 
 #include "sched/ssd_scheduler.h"
-#include "unit/spec_test_support.h"
+#include "unit/ssd_test_support.h"
 
 using namespace specdec;
 
 namespace {
 
-test::SyntheticModelSpec model_spec(uint32_t seed) {
-    test::SyntheticModelSpec s;
-    s.n_vocab = 64;
-    s.weight_scale = 1.0f;
-    s.seed = seed;
-    return s;
-}
-
-const std::vector<std::vector<int32_t>> kPrompts{{1, 2, 3}, {5, 9, 2, 7, 7, 1}, {40}};
+const auto model_spec = test::ssd_model_spec;
+const auto& kPrompts = test::kSsdPrompts;
 
 struct Traced {
     std::vector<std::vector<int32_t>> out;
