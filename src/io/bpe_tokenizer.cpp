@@ -10,15 +10,17 @@ namespace specdec::io {
 BpeTokenizer::BpeTokenizer(const TokenIndex* token_ids,
                            const std::vector<std::string>& merges, PreTokenizer pre)
     : token_ids_(token_ids), pre_(pre) {
-    ranks_.reserve(merges.size());
+    merge_keys_.reserve(merges.size());
+    rank_of_key_.reserve(merges.size());
     for (size_t i = 0; i < merges.size(); ++i) {
         // llama.cpp splits at the first space after the first byte and keeps
         // the first rank of a duplicated merge; normalise to one space.
         const std::string& m = merges[i];
         const size_t sp = m.find(' ', 1);
         if (sp == std::string::npos) continue;
-        ranks_.emplace(m.substr(0, sp) + " " + m.substr(sp + 1), int(i));
+        if (merge_keys_.add(m.substr(0, sp) + " " + m.substr(sp + 1))) rank_of_key_.push_back((int32_t)i);
     }
+    merge_keys_.shrink_to_fit();
 }
 
 int BpeTokenizer::rank(std::string_view left, std::string_view right) const {
@@ -26,8 +28,8 @@ int BpeTokenizer::rank(std::string_view left, std::string_view right) const {
     key.reserve(left.size() + right.size() + 1);
     key.append(left).push_back(' ');
     key.append(right);
-    const auto it = ranks_.find(key);
-    return it == ranks_.end() ? -1 : it->second;
+    const auto* it = merge_keys_.find(key);
+    return it == merge_keys_.end() ? -1 : rank_of_key_[(size_t)it->second];
 }
 
 void BpeTokenizer::encode(std::string_view text, std::vector<int32_t>& out) const {

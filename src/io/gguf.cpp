@@ -308,7 +308,28 @@ bool GgufFile::get_bool(const std::string& key, bool dflt) const {
     return has(key) ? get_bool(key) : dflt;
 }
 
+void GgufFile::release_large_arrays(size_t min_elements) {
+    for (auto& [key, v] : kv_) {
+        if (v.type != GgufType::ARRAY || v.array_size() < min_elements) continue;
+        released_[key] = v.array_size();
+        std::vector<std::string>().swap(v.strings);
+        std::vector<int64_t>().swap(v.ints);
+        std::vector<double>().swap(v.floats);
+        std::vector<GgufValue>().swap(v.items);
+    }
+}
+
+namespace {
+void check_not_released(const std::map<std::string, size_t>& released, const std::string& path,
+                        const std::string& key) {
+    const auto it = released.find(key);
+    SPECDEC_CHECK(it == released.end(), "GGUF file '", path, "': metadata array '", key, "' (", it->second,
+                  " elements) was released after the model was loaded");
+}
+}  // namespace
+
 const std::vector<std::string>& GgufFile::get_string_array(const std::string& key) const {
+    check_not_released(released_, path_, key);
     const GgufValue* v = find(key);
     SPECDEC_CHECK(v, "GGUF file '", path_, "': missing metadata '", key, "'");
     if (v->type != GgufType::ARRAY || v->elem_type != GgufType::STRING)
@@ -317,6 +338,7 @@ const std::vector<std::string>& GgufFile::get_string_array(const std::string& ke
 }
 
 const std::vector<int64_t>& GgufFile::get_int_array(const std::string& key) const {
+    check_not_released(released_, path_, key);
     const GgufValue* v = find(key);
     SPECDEC_CHECK(v, "GGUF file '", path_, "': missing metadata '", key, "'");
     if (v->type != GgufType::ARRAY || !is_integer(v->elem_type))
@@ -325,6 +347,7 @@ const std::vector<int64_t>& GgufFile::get_int_array(const std::string& key) cons
 }
 
 const std::vector<double>& GgufFile::get_float_array(const std::string& key) const {
+    check_not_released(released_, path_, key);
     const GgufValue* v = find(key);
     SPECDEC_CHECK(v, "GGUF file '", path_, "': missing metadata '", key, "'");
     if (v->type != GgufType::ARRAY || !is_float(v->elem_type))

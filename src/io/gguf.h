@@ -78,6 +78,12 @@ public:
     const std::vector<int64_t>& get_int_array(const std::string& key) const;
     const std::vector<double>& get_float_array(const std::string& key) const;
 
+    // Frees the contents of metadata arrays longer than `min_elements` (the
+    // vocabulary, merges, scores: megabytes on large vocabularies) once the
+    // tokenizer and config have been built from them; a later get_*_array on
+    // one throws instead of returning an empty array.
+    void release_large_arrays(size_t min_elements);
+
     const std::vector<GgufTensor>& tensors() const { return tensors_; }
     const GgufTensor* find_tensor(const std::string& name) const;
     const GgufTensor& tensor(const std::string& name) const;  // throws if missing
@@ -91,6 +97,7 @@ private:
     size_t alignment_ = 32;
     size_t size_ = 0;
     std::map<std::string, GgufValue> kv_;
+    std::map<std::string, size_t> released_;  // key -> element count it had
     std::vector<GgufTensor> tensors_;
     std::map<std::string, size_t> tensor_index_;
 };

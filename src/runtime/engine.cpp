@@ -19,6 +19,9 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opts) {
     e->model_ = opts.keep_layers.empty() ? std::make_unique<model::Transformer>(*e->file_, opts.layer_limit)
                                          : std::make_unique<model::Transformer>(*e->file_, opts.keep_layers);
     e->tokenizer_ = io::Tokenizer::from_gguf(*e->file_);
+    // The config and tokenizer hold what they need; the parsed vocabulary
+    // arrays (copies of the file's strings) would only add to peak RSS.
+    e->file_->release_large_arrays(4096);
     const auto& c = e->model_->config();
     SPECDEC_CHECK(e->tokenizer_->n_vocab() <= c.n_vocab, "model '", opts.model_path, "': tokenizer has ",
                   e->tokenizer_->n_vocab(), " tokens but the output layer only ", c.n_vocab);

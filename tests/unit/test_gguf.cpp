@@ -129,3 +129,28 @@ TEST(Gguf, FuzzRandomCorruptions) {
     EXPECT_GT(rejected, 1000);
     EXPECT_GT(parsed, 10);
 }
+
+TEST(Gguf, ReleasedLargeArraysFailLoudlySmallOnesStay) {
+    GgufWriter w = sample_writer();
+    w.kv_str_array("tokenizer.ggml.merges", std::vector<std::string>(5000, "a b"));
+    w.kv_i32_array("many", std::vector<int32_t>(4096, 1));
+    const auto bytes = w.bytes();
+    auto f = GgufFile::parse(bytes.data(), bytes.size(), "mem.gguf");
+    ASSERT_EQ(f->get_string_array("tokenizer.ggml.merges").size(), 5000u);
+    f->release_large_arrays(4096);
+    // arrays at or over the bound are gone, and asking for one says so
+    for (const char* key : {"tokenizer.ggml.merges", "many"}) {
+        try {
+            if (std::string(key) == "many") f->get_int_array(key);
+            else f->get_string_array(key);
+            FAIL() << key << " still readable";
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("released"), std::string::npos) << e.what();
+            EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+        }
+    }
+    // smaller arrays and scalars are untouched
+    EXPECT_EQ(f->get_string_array("tokenizer.ggml.tokens").size(), 3u);
+    EXPECT_EQ(f->get_float_array("tokenizer.ggml.scores")[1], -1.0);
+    EXPECT_EQ(f->get_string("general.architecture"), "llama");
+}
