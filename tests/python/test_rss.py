@@ -3,11 +3,10 @@ the KV cache plus 20 % (the weights are mapped, never copied; scratch and
 logits are bounded). Runs `specdec bench --method ar` in micro mode with a
 512-token prefill on Gemma 3 (262144-token vocabulary, where per-row logits
 are 1 MiB) and reads the bench's own figures: peak_rss_bytes (getrusage
-ru_maxrss) over model_file_bytes + kv_cache_bytes.
-
-SmolLM2-135M is not asserted: its 20 % is 21 MiB, and about 10 MiB of that go
-to the binary and shared libraries (libcrypto alone ~3 MiB) before any model
-code runs; it measured 1.25 (issue #4 notes).
+ru_maxrss) over model_file_bytes + kv_cache_bytes. SmolLM2-135M is the tight
+case: its 20 % is 21 MiB and ~10 MiB of that go to the binary and shared
+libraries before any model code runs (1.18 at 1 thread on 2026-11-29, after
+the metadata arrays are released, BPE merges and Unicode flags made compact).
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ BIN = Path(os.environ.get("SPECDEC_BIN", REPO_ROOT / "build" / "release" / "spec
 LIMIT = 1.20
 
 
-@pytest.mark.parametrize("model", ["gemma3-270m-q4_k_m"])
+@pytest.mark.parametrize("model", ["gemma3-270m-q4_k_m", "smollm2-135m-instruct-q4_1"])
 def test_peak_rss_within_file_plus_kv_plus_20_percent(model, tmp_path):
     if not BIN.exists():
         pytest.fail(f"{BIN} is not built (set SPECDEC_BIN)")
