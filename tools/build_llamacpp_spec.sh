@@ -67,10 +67,19 @@ LLAMA="$SRC/vendor/llama.cpp"
 
 GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
-cmake -S "$LLAMA" -B "$OUT/cmake" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF \
-  -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
-  -DLLAMA_BUILD_EXAMPLES=ON -DGGML_CCACHE=OFF >&2
-cmake --build "$OUT/cmake" --target "$TARGET" -j "${JOBS:-$(nproc)}" >&2
+# llama.cpp's own compiler warnings run to ~14k lines: keep them in a log and
+# show its tail only when the build fails.
+LOG="$OUT/build.log"
+mkdir -p "$OUT"
+echo "[build_llamacpp_spec] building $TARGET (several minutes; log: $LOG)" >&2
+if ! { cmake -S "$LLAMA" -B "$OUT/cmake" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF \
+         -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
+         -DLLAMA_BUILD_EXAMPLES=ON -DGGML_CCACHE=OFF &&
+       cmake --build "$OUT/cmake" --target "$TARGET" -j "${JOBS:-$(nproc)}"; } > "$LOG" 2>&1; then
+  tail -n 60 "$LOG" >&2
+  echo "build_llamacpp_spec: the build failed; full log: $LOG" >&2
+  exit 1
+fi
 mkdir -p "$OUT/bin"
 cp "$OUT/cmake/bin/$TARGET" "$BIN"
 echo "$VERSION $SHA" > "$STAMP"
