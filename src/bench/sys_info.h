@@ -20,7 +20,7 @@ std::string git_revision(const std::string& root);
 std::string sha256_file(const std::string& path);
 // SHA-256 of a byte string (for tests).
 std::string sha256_hex(const std::string& bytes);
-// Peak resident set size of this process in bytes (getrusage ru_maxrss).
+// Peak resident set size of this address space in bytes (VmHWM; ru_maxrss if /proc is absent).
 uint64_t peak_rss_bytes();
 uint64_t file_size(const std::string& path);
 // The Python interpreter tools run with: <root>/.venv/bin/python if it exists, else python3.
