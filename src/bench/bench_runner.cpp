@@ -609,8 +609,8 @@ void run_sweep(BenchResult& r) {
             const std::string at = line.value("started_at", "");
             if (!at.empty() && (first_at.empty() || at < first_at)) first_at = at;
             if (at > last_at) last_at = at;
-            const double l = std::atof(line.value("load_average", "").c_str());
-            if (line.contains("load_average") && line["load_average"] != "unknown") load_1m.push_back(l);
+            const std::string load = line.value("load_average", "unknown");
+            if (load != "unknown") load_1m.push_back(std::atof(load.c_str()));
         }
         if (line.contains("skipped")) r.skipped.push_back(line["skipped"]);
         for (const auto& js : line["records"]) {
