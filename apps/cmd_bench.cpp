@@ -26,7 +26,7 @@ int cmd_bench(int argc, char** argv) {
     CLI::App app{"Benchmark decoding methods (llama-bench style sweeps) or the AR forward pass", "specdec bench"};
     BenchOptions o;
     std::string methods = "ar", budgets = "16", depths = "5", topks = "4", ks = "5", batches = "1", temps = "0",
-                threads = "0", sets, fwd, ssd_ks = "4", fanouts = "geometric", cs = "1";
+                threads = "0", lookups = "0", sets, fwd, ssd_ks = "4", fanouts = "geometric", cs = "1";
     app.add_option("-m,--model", o.target, "target GGUF file or manifest name (default: the manifest's default)");
     app.add_option("-d,--draft", o.draft, "draft model for chain, tree and ssd");
     app.add_option("--draft-layers", o.draft_layers,
@@ -39,6 +39,8 @@ int cmd_bench(int argc, char** argv) {
     app.add_option("--tree-width", o.tree_width, "tree: frontier width, nodes expanded per depth (0 = top-k; 1 = "
                    "one-row draft forwards)")->check(CLI::Range(0, 32));
     app.add_option("--draft-k", ks, "chain/ngram: draft lengths (comma-separated)");
+    app.add_option("--lookup-min", lookups,
+                   "chain/tree: prompt lookup first, from this suffix length; 0 = off (comma-separated)");
     app.add_option("--batch", batches, "sequences decoded together (comma-separated)");
     app.add_option("--ssd-k", ssd_ks, "ssd: speculation lengths K (comma-separated)");
     app.add_option("--fanout", fanouts, "ssd: fan-out kinds, geometric and/or uniform (comma-separated)");
@@ -149,6 +151,7 @@ int cmd_bench(int argc, char** argv) {
     o.tree_topk = parse_int_list(topks, "--tree-topk");
     o.draft_k = parse_int_list(ks, "--draft-k");
     o.batch = parse_int_list(batches, "--batch");
+    o.lookup_min = parse_int_list(lookups, "--lookup-min");
     o.temp = parse_double_list(temps, "--temp");
     o.threads = parse_int_list(threads, "-t/--threads");
     o.sets = parse_string_list(sets);
@@ -166,6 +169,7 @@ int cmd_bench(int argc, char** argv) {
     for (int d : o.tree_depth) SPECDEC_CHECK(d >= 1 && d <= 64, "--tree-depth ", d, " is outside [1, 64]");
     for (int k : o.tree_topk) SPECDEC_CHECK(k >= 1 && k <= 32, "--tree-topk ", k, " is outside [1, 32]");
     for (int k : o.draft_k) SPECDEC_CHECK(k >= 1 && k <= 64, "--draft-k ", k, " is outside [1, 64]");
+    for (int n : o.lookup_min) SPECDEC_CHECK(n >= 0 && n <= 16, "--lookup-min ", n, " is outside [0, 16]");
     for (int b : o.batch) SPECDEC_CHECK(b >= 1 && b <= 64, "--batch ", b, " is outside [1, 64]");
     for (double t : o.temp) SPECDEC_CHECK(t >= 0 && t <= 100, "--temp ", t, " is outside [0, 100]");
     for (int t : o.threads) SPECDEC_CHECK(t >= 0 && t <= 1024, "--threads ", t, " is outside [0, 1024]");
@@ -239,6 +243,9 @@ int cmd_bench(int argc, char** argv) {
                          {"resume", o.resume},         {"shard", std::to_string(o.shard_i + 1) + "/" + std::to_string(o.shard_n)},
                          {"stop_after", o.stop_after}, {"protocol", o.protocol},      {"quiet", o.quiet},
                          {"draft_layers", o.draft_keep_layers}};
+    // Only when used: a run without it keeps the fingerprint (and so the
+    // checkpoints) of runs made before the option existed.
+    if (o.lookup_min != std::vector<int>{0}) r.meta["options"]["lookup_min"] = o.lookup_min;
     r.meta["seeds"] = {{"sampling", o.seed}};
     r.meta["argv"] = o.argv;
 

@@ -22,6 +22,7 @@ struct BenchOptions {
     std::vector<int> tree_topk{4};
     int tree_width = 0;                 // tree frontier width (0: top-k; 1: one-row draft forwards)
     std::vector<int> draft_k{5};
+    std::vector<int> lookup_min{0};     // chain/tree: prompt lookup first (0: off; see LookupFirstProposer)
     std::vector<int> batch{1};
     std::vector<double> temp{0.0};
     std::vector<int> threads{0};        // 0: all cores

@@ -46,6 +46,7 @@ std::string RunConfig::label() const {
     std::string s = method;
     if (method == "tree") s += " b=" + std::to_string(tree_budget) + " d=" + std::to_string(tree_depth);
     if (method == "chain" || method == "ngram" || method == "llamacpp-draft") s += " k=" + std::to_string(draft_k);
+    if (lookup_min > 0) s += " +lookup" + std::to_string(lookup_min);
     if (method == "ssd") s += " k=" + std::to_string(ssd_k) + " " + fanout + " C=" + fmt_num(saguaro_c);
     if (batch != 1) s += " B=" + std::to_string(batch);
     if (temp != 0) s += " T=" + fmt_num(temp);
@@ -61,6 +62,7 @@ nlohmann::json RunConfig::to_json() const {
     j["tree_depth"] = tree_depth;
     j["tree_topk"] = tree_topk;
     j["draft_k"] = draft_k;
+    j["lookup_min"] = lookup_min;
     j["ssd_k"] = ssd_k;
     j["fanout"] = fanout;
     j["saguaro_c"] = saguaro_c;
@@ -169,6 +171,7 @@ sched::SpecConfig spec_config(const RunConfig& c, const BenchOptions& o) {
     s.tree_depth = c.tree_depth > 0 ? c.tree_depth : s.tree_depth;
     s.tree_topk = c.tree_topk > 0 ? c.tree_topk : s.tree_topk;
     s.tree_width = o.tree_width;
+    s.lookup_min = c.lookup_min;
     s.ngram_min = o.ngram_min;
     s.ngram_max = o.ngram_max;
     s.mode = sched::parse_mode(o.mode);
@@ -197,17 +200,21 @@ std::vector<RunConfig> group_configs(const BenchOptions& o, const std::vector<st
     out.push_back(ar);
     for (const auto& m : methods) {
         if (m == "ar") continue;
+        // Prompt lookup first applies to the draft-model methods only.
+        const std::vector<int> lookups = m == "chain" || m == "tree" ? o.lookup_min : std::vector<int>{0};
         if (m == "tree") {
             for (int b : o.tree_budget)
                 for (int d : o.tree_depth)
-                    for (int k : o.tree_topk) {
-                        RunConfig c = base;
-                        c.method = m;
-                        c.tree_budget = b;
-                        c.tree_depth = d;
-                        c.tree_topk = k;
-                        out.push_back(c);
-                    }
+                    for (int k : o.tree_topk)
+                        for (int lm : lookups) {
+                            RunConfig c = base;
+                            c.method = m;
+                            c.tree_budget = b;
+                            c.tree_depth = d;
+                            c.tree_topk = k;
+                            c.lookup_min = lm;
+                            out.push_back(c);
+                        }
         } else if (m == "ssd") {
             for (int k : o.ssd_k)
                 for (const auto& f : o.fanout)
@@ -220,12 +227,14 @@ std::vector<RunConfig> group_configs(const BenchOptions& o, const std::vector<st
                         out.push_back(c);
                     }
         } else {
-            for (int k : o.draft_k) {
-                RunConfig c = base;
-                c.method = m;
-                c.draft_k = k;
-                out.push_back(c);
-            }
+            for (int k : o.draft_k)
+                for (int lm : lookups) {
+                    RunConfig c = base;
+                    c.method = m;
+                    c.draft_k = k;
+                    c.lookup_min = lm;
+                    out.push_back(c);
+                }
         }
     }
     return out;

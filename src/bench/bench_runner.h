@@ -18,6 +18,7 @@ struct RunConfig {
     std::string method;     // ar, chain, tree, ngram, ssd; llamacpp-ar, -pld, -draft (external)
     int tree_budget = 0, tree_depth = 0, tree_topk = 0;
     int draft_k = 0;
+    int lookup_min = 0;     // chain/tree: prompt lookup first from this suffix length (0: off)
     int ssd_k = 0;          // ssd: speculation length K
     std::string fanout;     // ssd: geometric or uniform
     double saguaro_c = 0;   // ssd: Saguaro C (1 = off)

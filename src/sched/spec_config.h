@@ -1,6 +1,7 @@
 // Options of speculative decoding, as the CLI and the scheduler see them.
 #pragma once
 
+#include <algorithm>
 #include <string>
 
 #include "core/error.h"
@@ -44,6 +45,15 @@ struct SpecConfig {
     bool tree_sampled = false;  // sampling: draw tree children from q instead of top-k
     int ngram_min = 1;
     int ngram_max = 3;
+    // Chain and tree: a sequence whose history ends with an n-gram of at least
+    // this many tokens seen earlier gets the lookup chain instead of a draft
+    // for that round (spec/lookup_first_proposer.h; 0: off).
+    int lookup_min = 0;
+    int lookup_k = 0;  // lookup chain length (0: the draft's own: draft_k, or the tree's depth)
+    int lookup_len() const {
+        if (lookup_k > 0) return lookup_k;
+        return method == Method::Chain ? draft_k : std::min(tree_depth, tree_budget - 1);
+    }
     spec::ExecMode mode = spec::ExecMode::Performance;
     int draft_window = 0;     // 0: the draft sees the whole history
     std::string vocab_subset_path;  // cached subset file (read if present, else built and written)

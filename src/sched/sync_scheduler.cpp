@@ -8,6 +8,7 @@
 #include "sched/spec_batch.h"
 #include "sched/vocab_subset_source.h"
 #include "spec/draft_model_proposer.h"
+#include "spec/lookup_first_proposer.h"
 #include "spec/ngram_proposer.h"
 
 namespace specdec::sched {
@@ -87,6 +88,13 @@ ProposerBundle make_proposer(const SpecConfig& cfg, runtime::Engine& target, run
     o.params = params;
     o.subset = b.subset.get();
     b.proposer = std::make_unique<spec::DraftModelProposer>(draft->model(), draft->cache(), target.pool(), o);
+    if (cfg.lookup_min > 0) {
+        spec::LookupFirstOptions lo;
+        lo.min_n = cfg.lookup_min;
+        lo.max_n = std::max(cfg.lookup_min, cfg.ngram_max);
+        lo.max_draft = cfg.lookup_len();
+        b.proposer = std::make_unique<spec::LookupFirstProposer>(std::move(b.proposer), lo);
+    }
     return b;
 }
 
@@ -98,6 +106,12 @@ SchedulerOptions scheduler_options(const SpecConfig& cfg) {
         case Method::Chain:
         case Method::NGram: s.tree_budget = cfg.draft_k + 1; s.tree_depth = cfg.draft_k; break;
         case Method::Tree: s.tree_budget = cfg.tree_budget; s.tree_depth = cfg.tree_depth; break;
+    }
+    if (cfg.lookup_min > 0 && cfg.needs_draft()) {
+        // Room for a lookup chain longer than the draft's own trees (the draft
+        // proposer keeps to its own budget and depth).
+        s.tree_budget = std::max(s.tree_budget, cfg.lookup_len() + 1);
+        s.tree_depth = std::max(s.tree_depth, cfg.lookup_len());
     }
     s.distinct_siblings = true;  // checked for deterministic trees only
     return s;
@@ -117,6 +131,8 @@ nlohmann::json run_header(const SpecConfig& cfg, const runtime::Engine& target, 
     h["tree_budget"] = cfg.tree_budget;
     h["tree_width"] = cfg.tree_width;
     h["chain_min_prob"] = cfg.chain_min_prob;
+    h["lookup_min"] = cfg.lookup_min;
+    h["lookup_k"] = cfg.lookup_k;
     h["tree_sampled"] = cfg.tree_sampled;
     h["draft_window"] = cfg.draft_window;
     h["vocab_subset_n"] = cfg.vocab_subset_n;

@@ -81,8 +81,11 @@ TEST(RealSchedSmolLM, SelfDraftGreedyIdentity) {
     using sched::Method;
     const auto R = spec::ExecMode::Reference, P = spec::ExecMode::Performance;
     // Both modes and both shapes; batch 2 (two trees in one target forward) too.
+    sched::SpecConfig lookup = cfg(Method::Chain, P, 4);
+    lookup.lookup_min = 2;  // lookup chains in some rounds, drafts in the others
+    lookup.lookup_k = 8;
     expect_identity(*target, draft.get(),
-                    {cfg(Method::Chain, R, 4), cfg(Method::Tree, P, 5, 4, 6, 16)}, 32, 2, true, 3.0);
+                    {cfg(Method::Chain, R, 4), cfg(Method::Tree, P, 5, 4, 6, 16), lookup}, 32, 2, true, 3.0);
 }
 
 TEST(RealSchedSmolLM, NgramGreedyIdentity) {
@@ -99,8 +102,11 @@ TEST(RealSchedQwen, DraftPairGreedyIdentity) {
     auto target = load(tpath, 2);
     auto draft = load(dpath, 2);
     using sched::Method;
+    sched::SpecConfig lookup = cfg(Method::Tree, spec::ExecMode::Performance, 5, 2, 5, 8);
+    lookup.tree_width = 1;
+    lookup.lookup_min = 2;
     expect_identity(*target, draft.get(),
                     {cfg(Method::Chain, spec::ExecMode::Performance, 4),
-                     cfg(Method::Tree, spec::ExecMode::Reference, 5, 3, 4, 8)},
+                     cfg(Method::Tree, spec::ExecMode::Reference, 5, 3, 4, 8), lookup},
                     32, 2, true, 1.2);
 }

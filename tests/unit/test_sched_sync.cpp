@@ -3,11 +3,13 @@
 // SpecBatch admits and retires sequences between rounds without changing that.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "sched/spec_batch.h"
 #include "sched/sync_scheduler.h"
 #include "spec/draft_model_proposer.h"
+#include "spec/lookup_first_proposer.h"
 #include "spec/ngram_proposer.h"
 #include "unit/spec_test_support.h"
 
@@ -22,6 +24,8 @@ struct Case {
     int k, topk, depth, budget;
     int width = 0;            // tree frontier width (0: topk)
     float min_prob = 0.0f;    // adaptive chain stop
+    int lookup_min = 0;       // >0: prompt lookup first (LookupFirstProposer), chains of lookup_k
+    int lookup_k = 8;
 };
 
 std::vector<std::vector<int32_t>> run_sched(test::TinyModel& target, test::TinyModel* draft, ThreadPool& pool,
@@ -44,6 +48,9 @@ std::vector<std::vector<int32_t>> run_sched(test::TinyModel& target, test::TinyM
         o.target_n_vocab = target.n_vocab();
         o.params = params;
         prop = std::make_unique<spec::DraftModelProposer>(*draft->model, *draft->cache, pool, o);
+        if (c.lookup_min > 0)
+            prop = std::make_unique<spec::LookupFirstProposer>(
+                std::move(prop), spec::LookupFirstOptions{c.lookup_min, std::max(3, c.lookup_min), c.lookup_k});
     }
     sched::TargetContext tc{target.model.get(), target.cache.get(), &pool, 256};
     sched::SchedulerOptions so;
@@ -85,6 +92,10 @@ TEST(SchedSync, GreedyIdentityAllMethodsModesBatches) {
         {"tree 3/5/10 width 2", spec::DraftShape::Tree, false, 1, 3, 5, 10, 2},
         {"chain k=6 min q 0.4", spec::DraftShape::Chain, false, 6, 4, 5, 16, 0, 0.4f},
         {"ngram k=5", spec::DraftShape::Chain, true, 5, 4, 5, 16},
+        // Lookup chains (8 deep, past the draft's own depth) in some rounds,
+        // draft trees in the others, sequences of one batch mixed.
+        {"chain k=3 lookup 1", spec::DraftShape::Chain, false, 3, 4, 5, 16, 0, 0.0f, 1},
+        {"tree 3/4/10 lookup 2", spec::DraftShape::Tree, false, 1, 3, 4, 10, 0, 0.0f, 2},
     };
     for (const auto& c : cases)
         for (test::TinyModel* d : {&other, &self})

@@ -1,0 +1,42 @@
+#include "spec/lookup_first_proposer.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "core/error.h"
+
+namespace specdec::spec {
+
+LookupFirstProposer::LookupFirstProposer(std::unique_ptr<Proposer> draft, const LookupFirstOptions& opts)
+    : draft_(std::move(draft)), opts_(opts) {
+    SPECDEC_CHECK(draft_ != nullptr, "lookup-first proposer: no draft proposer");
+    SPECDEC_CHECK(opts.min_n >= 1 && opts.max_n >= opts.min_n, "lookup-first: need 1 <= min_n <= max_n");
+    SPECDEC_CHECK(opts.max_draft >= 1, "lookup-first: max_draft must be >= 1");
+}
+
+void LookupFirstProposer::propose(std::span<const ProposeInput> in, std::span<DraftTree> out, Rng& rng) {
+    rest_in_.clear();
+    rest_of_.clear();
+    for (size_t i = 0; i < in.size(); ++i) {
+        const int room = std::min(opts_.max_draft, in[i].max_nodes - 1);
+        std::vector<int32_t> cont;
+        if (room > 0) cont = NgramProposer::lookup(in[i].history, opts_.min_n, opts_.max_n, room);
+        if (cont.empty()) {
+            rest_in_.push_back(in[i]);
+            rest_of_.push_back(i);
+            continue;
+        }
+        DraftTree& t = out[i];
+        t.reset(in[i].history.back());
+        for (size_t j = 0; j < cont.size(); ++j) t.add(cont[j], (int32_t)j, 0.0f);
+        ++lookup_rounds_;
+    }
+    drafted_ = !rest_in_.empty();
+    if (!drafted_) return;
+    rest_out_.resize(rest_in_.size());
+    draft_->propose(rest_in_, rest_out_, rng);
+    for (size_t j = 0; j < rest_of_.size(); ++j) out[rest_of_[j]] = std::move(rest_out_[j]);
+    draft_rounds_ += (int64_t)rest_in_.size();
+}
+
+}  // namespace specdec::spec
