@@ -27,16 +27,17 @@ def plot_budget(summary, out: Path) -> bool:
     lines = defaultdict(list)
     for s in summary:
         if s["method"] == "tree" and s.get("speedup_turns"):
-            key = (s["tree_depth"], s["threads"], s["temp"], s["batch"])
+            key = (s["tree_depth"], s["threads"], s["temp"], s["batch"], s.get("lookup_min", 0))
             lines[key].append((s["tree_budget"], s["speedup_mean"]))
     if not lines:
         return False
     fig, ax = plt.subplots(figsize=(6, 4))
-    for (d, t, temp, b), pts in sorted(lines.items()):
+    for (d, t, temp, b, lookup), pts in sorted(lines.items()):
         pts.sort()
         lab = f"depth {d}" + (f", t={t}" if len({k[1] for k in lines}) > 1 else "")
         lab += f", T={temp}" if len({k[2] for k in lines}) > 1 else ""
         lab += f", B={b}" if len({k[3] for k in lines}) > 1 else ""
+        lab += f", lookup {lookup}" if lookup else ""
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=lab)
     ax.axhline(1.0, color="gray", lw=0.8, ls="--")
     ax.set_xscale("log", base=2)
