@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "cli_commands.h"
+#include "lookup_cli_options.h"
 #include "ssd_cli_options.h"
 #include "core/error.h"
 #include "model/layer_list.h"
@@ -66,13 +67,7 @@ int cmd_generate(int argc, char** argv) {
     app.add_flag("--tree-sampled", spec.tree_sampled, "tree under sampling: draw children from the draft distribution");
     app.add_option("--ngram-min", spec.ngram_min, "ngram: shortest suffix to match")->check(CLI::Range(1, 16));
     app.add_option("--ngram-max", spec.ngram_max, "ngram: longest suffix to match")->check(CLI::Range(1, 16));
-    app.add_option("--lookup-min", spec.lookup_min,
-                   "chain/tree: use the prompt-lookup continuation instead of drafting when the history ends "
-                   "with an earlier n-gram of at least this many tokens (0 = off)")
-        ->check(CLI::Range(0, 16));
-    app.add_option("--lookup-k", spec.lookup_k,
-                   "chain/tree: lookup chain length (0 = the draft's own: --draft-k, or the tree's depth)")
-        ->check(CLI::Range(0, 64));
+    add_lookup_options(app, spec);
     app.add_option("--mode", mode, "reference (every invariant, full traces) or performance (cheap checks)")
         ->check(CLI::IsMember({"reference", "performance"}));
     app.add_option("--draft-window", spec.draft_window, "draft sees at most this many recent tokens (0 = all)")

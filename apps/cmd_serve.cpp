@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "cli_commands.h"
+#include "lookup_cli_options.h"
 #include "ssd_cli_options.h"
 #include "core/error.h"
 #include "runtime/draft_source.h"
@@ -355,13 +356,7 @@ int cmd_serve(int argc, char** argv) {
     app.add_option("--tree-topk", spec.tree_topk, "tree: children per expanded node")->check(CLI::Range(1, 64));
     app.add_option("--tree-depth", spec.tree_depth, "tree: max draft depth")->check(CLI::Range(1, 64));
     app.add_option("--tree-budget", spec.tree_budget, "tree: max nodes incl. the root")->check(CLI::Range(1, 1024));
-    app.add_option("--lookup-min", spec.lookup_min,
-                   "chain/tree: use the prompt-lookup continuation instead of drafting when the history ends "
-                   "with an earlier n-gram of at least this many tokens (0 = off)")
-        ->check(CLI::Range(0, 16));
-    app.add_option("--lookup-k", spec.lookup_k,
-                   "chain/tree: lookup chain length (0 = the draft's own: --draft-k, or the tree's depth)")
-        ->check(CLI::Range(0, 64));
+    add_lookup_options(app, spec);
     // SSD (Saguaro): requests asking for ssd are decoded in cohorts (batch_scheduler.h).
     sched::SsdConfig& ssd = sopts.ssd;
     SsdCliOptions ssd_cli;

@@ -1,0 +1,15 @@
+#include "lookup_cli_options.h"
+
+namespace specdec::cli {
+
+void add_lookup_options(CLI::App& app, sched::SpecConfig& spec) {
+    app.add_option("--lookup-min", spec.lookup_min,
+                   "chain/tree: use the prompt-lookup continuation instead of drafting when the history ends "
+                   "with an earlier n-gram of at least this many tokens (0 = off)")
+        ->check(CLI::Range(0, 16));
+    app.add_option("--lookup-k", spec.lookup_k,
+                   "chain/tree: lookup chain length (0 = the draft's own: --draft-k, or the tree's depth)")
+        ->check(CLI::Range(0, 64));
+}
+
+}  // namespace specdec::cli
