@@ -11,9 +11,11 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <memory>
 
 #include "sched/sync_scheduler.h"
 #include "spec/draft_model_proposer.h"
+#include "spec/lookup_first_proposer.h"
 #include "unit/distribution_test_support.h"
 #include "unit/spec_test_support.h"
 
@@ -37,18 +39,29 @@ std::vector<double> exact_joint(test::TinyModel& m, ThreadPool& pool) {
 }
 using test::chi_square;
 
-enum class Kind { ChainSampled, TreeTopK, TreeSampled, DraftOnly, TreeTopKFast, ChainTopKAdaptive, TreeSampledSubset };
+enum class Kind {
+    ChainSampled,
+    TreeTopK,
+    TreeSampled,
+    DraftOnly,
+    TreeTopKFast,
+    ChainTopKAdaptive,
+    TreeSampledSubset,
+    ChainSampledLookupFirst,
+};
 
 std::vector<int> sample_counts(test::TinyModel& target, test::TinyModel& draft, ThreadPool& pool, Kind kind, int n) {
     std::vector<int> counts(kV * kV, 0);
     spec::DraftModelOptions o;
-    const bool chain = kind == Kind::ChainSampled || kind == Kind::ChainTopKAdaptive;
+    const bool chain =
+        kind == Kind::ChainSampled || kind == Kind::ChainTopKAdaptive || kind == Kind::ChainSampledLookupFirst;
     o.shape = chain ? spec::DraftShape::Chain : spec::DraftShape::Tree;
     o.chain_k = 3;
     o.tree_topk = 3;
     o.tree_depth = 3;
     o.tree_budget = 8;
-    o.sampled = kind == Kind::ChainSampled || kind == Kind::TreeSampled || kind == Kind::TreeSampledSubset;
+    o.sampled = kind == Kind::ChainSampled || kind == Kind::TreeSampled || kind == Kind::TreeSampledSubset ||
+                kind == Kind::ChainSampledLookupFirst;
     // A draft vocabulary subset of 11 of the 16 tokens, through the subset LM
     // head: the target's tokens outside it still come out at their rate.
     const std::vector<std::vector<int32_t>> corpus{{0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14}};
@@ -63,7 +76,19 @@ std::vector<int> sample_counts(test::TinyModel& target, test::TinyModel& draft, 
         o.tree_width = 1;
         o.chain_min_prob = 0.3f;
     }
-    spec::DraftModelProposer prop(*draft.model, *draft.cache, pool, o);
+    std::unique_ptr<spec::Proposer> owner =
+        std::make_unique<spec::DraftModelProposer>(*draft.model, *draft.cache, pool, o);
+    spec::LookupFirstProposer* lookup = nullptr;
+    if (kind == Kind::ChainSampledLookupFirst) {
+        // Prompt lookup first from 1-grams: with 16 tokens many rounds find an
+        // earlier occurrence of the last token and verify its deterministic
+        // continuation; the others (the first round of every seed among them)
+        // verify the draft's sampled chain.
+        auto l = std::make_unique<spec::LookupFirstProposer>(std::move(owner), spec::LookupFirstOptions{1, 3, 3});
+        lookup = l.get();
+        owner = std::move(l);
+    }
+    spec::Proposer& prop = *owner;
     spec::NoProposer none;
     long acc = 0, drafted = 0, rounds = 0;
     // Negative control: plain sampling from the draft model.
@@ -83,6 +108,12 @@ std::vector<int> sample_counts(test::TinyModel& target, test::TinyModel& draft, 
     }
     std::printf("[ kind %d ] drafted %.2f accepted %.2f per round\n", (int)kind, (double)drafted / rounds,
                 (double)acc / rounds);
+    if (lookup) {
+        std::printf("[ lookup first ] %lld lookup rounds, %lld draft rounds\n", (long long)lookup->lookup_rounds(),
+                    (long long)lookup->draft_rounds());
+        EXPECT_GT(lookup->lookup_rounds(), n / 10);  // both kinds of round occur
+        EXPECT_GE(lookup->draft_rounds(), n);
+    }
     return counts;
 }
 
@@ -116,6 +147,9 @@ void expect_target_distribution(Kind kind, const char* name) {
 TEST(SpecSampling, ChainWithSampledDraftsIsLossless) { expect_target_distribution(Kind::ChainSampled, "chain"); }
 TEST(SpecSampling, TreeWithTopKDraftsIsLossless) { expect_target_distribution(Kind::TreeTopK, "tree top-k"); }
 TEST(SpecSampling, TreeWithSampledDraftsIsLossless) { expect_target_distribution(Kind::TreeSampled, "tree sampled"); }
+TEST(SpecSampling, ChainWithLookupFirstIsLossless) {
+    expect_target_distribution(Kind::ChainSampledLookupFirst, "chain, prompt lookup first");
+}
 
 TEST(SpecSampling, TreeWithSampledDraftsOverVocabSubsetIsLossless) {
     expect_target_distribution(Kind::TreeSampledSubset, "tree sampled, vocab subset head");
