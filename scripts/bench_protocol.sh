@@ -5,6 +5,9 @@
 # It takes hours; each finished turn is checkpointed, so run it in slices:
 #   scripts/bench_protocol.sh --stop-after 60     # ~45 min on a quiet 2-core VM
 #   scripts/bench_protocol.sh                     # goes on to the end
+#   setsid scripts/bench_protocol.sh >> reports/bench-eagle.log 2>&1 &
+#                                                 # in the background: own session,
+#                                                 # see the autogroup note below
 # Extra arguments go to `specdec bench` (e.g. --shard 1/2, -t 4).
 #
 # Why a script and not just the command:
@@ -16,6 +19,8 @@
 #   nice inside each, so a `nice -n 19` build started from another shell still
 #   takes half the machine from the benchmark; a negative autogroup nice
 #   (root or CAP_SYS_NICE) is what keeps the measured turns undisturbed.
+#   The priority is the session's: run the script in a session of its own
+#   (setsid), or every later command of the shell that started it gets it too.
 # Stop it with SIGTERM or Ctrl-C: at most the turn in flight is lost.
 set -euo pipefail
 cd "$(dirname "$0")/.."
