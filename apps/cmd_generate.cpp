@@ -191,6 +191,8 @@ int cmd_generate(int argc, char** argv) {
             j["mean_accept_len"] = st.mean_accept_len();
             j["drafted"] = st.drafted;
             j["accepted"] = st.accepted;
+            j["lookup_rounds"] = st.lookup_rounds;
+            j["lookup_accepted"] = st.lookup_accepted;
             j["draft_s"] = st.draft_s;
             j["tree_s"] = st.tree_s;
             j["verify_s"] = st.verify_s;

@@ -62,7 +62,7 @@ nlohmann::json summarize(const BenchResult& r) {
         const RunConfig& c = r.configs[ci];
         std::vector<double> sp, tps;
         std::set<int> batches;
-        int n = 0, gen = 0, prompt = 0, rounds = 0, emitted = 0, matches = 0, compared = 0;
+        int n = 0, gen = 0, prompt = 0, rounds = 0, emitted = 0, lookup = 0, matches = 0, compared = 0;
         double dec = 0, pre = 0, draft = 0, tree = 0, verify = 0, commit = 0, stall = 0;
         std::vector<double> hit;
         for (const auto& t : r.records) {
@@ -81,6 +81,7 @@ nlohmann::json summarize(const BenchResult& r) {
             pre += t.prefill_s;
             rounds += t.rounds;
             emitted += t.emitted;
+            lookup += t.lookup_rounds;
             draft += t.draft_s;
             tree += t.tree_s;
             verify += t.verify_s;
@@ -108,6 +109,7 @@ nlohmann::json summarize(const BenchResult& r) {
         if (!c.external) {
             s["rounds"] = rounds;
             s["emitted"] = emitted;
+            s["lookup_rounds"] = lookup;  // sequence-rounds drafted by prompt lookup
             s["mean_accept_len"] = c.method == "ar" ? 1.0 : (rounds > 0 ? (double)emitted / rounds : 0.0);
             s["time_split_s"] = {{"draft", draft},
                                  {"tree_mask", tree},
@@ -170,8 +172,8 @@ nlohmann::json record_json(const BenchResult& r, const TurnRecord& t) {
     j["speedup"] = t.speedup > 0 ? nlohmann::json(t.speedup) : nlohmann::json(nullptr);
     j["finish_reason"] = t.finish_reason;
     if (c.external) {
-        for (const char* k : {"rounds", "emitted", "drafted", "accepted", "mean_accept_len", "draft_s", "tree_s",
-                              "verify_s", "commit_s"})
+        for (const char* k : {"rounds", "emitted", "drafted", "accepted", "lookup_rounds", "mean_accept_len",
+                              "draft_s", "tree_s", "verify_s", "commit_s"})
             j[k] = nullptr;
         if (c.method == "llamacpp-draft") {  // as llama-speculative-simple prints them
             j["drafted"] = t.drafted;
@@ -182,6 +184,7 @@ nlohmann::json record_json(const BenchResult& r, const TurnRecord& t) {
         j["emitted"] = t.emitted;
         j["drafted"] = t.drafted;
         j["accepted"] = t.accepted;
+        j["lookup_rounds"] = t.lookup_rounds;
         j["mean_accept_len"] = t.mean_accept_len;
         j["draft_s"] = t.draft_s;
         j["tree_s"] = t.tree_s;
@@ -249,7 +252,7 @@ const std::vector<std::string> kCsvCols = {
     "draft_k",     "conv_id",        "set",        "turn",        "prompt_tokens", "generated_tokens", "prefill_s",
     "decode_s",    "decode_tok_s",   "speedup",    "rounds",      "emitted",      "drafted",      "accepted",
     "mean_accept_len", "draft_s",    "tree_s",     "verify_s",    "commit_s",     "ssd_hit_rate", "stall_s",
-    "finish_reason", "matches_ar",   "rep_decode_s", "speedup_llamacpp_ar"};
+    "finish_reason", "matches_ar",   "rep_decode_s", "speedup_llamacpp_ar", "lookup_rounds"};
 }  // namespace
 
 namespace {

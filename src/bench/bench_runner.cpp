@@ -564,6 +564,7 @@ void run_sweep(BenchResult& r) {
                                     tr.emitted = st.emitted;
                                     tr.drafted = st.drafted;
                                     tr.accepted = st.accepted;
+                                    tr.lookup_rounds = st.lookup_rounds;
                                     tr.mean_accept_len = is_ar ? 1.0 : st.mean_accept_len();
                                     tr.draft_s = st.draft_s;
                                     tr.tree_s = st.tree_s;

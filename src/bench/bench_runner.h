@@ -41,6 +41,7 @@ struct TurnRecord {
     int rounds = 0;         // target (verify) forwards after the prefill
     int emitted = 0;        // tokens those forwards produced (accepted + bonus)
     int drafted = 0, accepted = 0;
+    int lookup_rounds = 0;  // sequence-rounds whose tree was a prompt-lookup chain
     double mean_accept_len = 0;  // emitted / rounds (sequence-rounds in a batch)
     double draft_s = 0, tree_s = 0, verify_s = 0, commit_s = 0;
     bool has_ssd = false;   // SSD-only fields below are meaningful

@@ -137,6 +137,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TurnRecord, config, conv, turn, n_prompt, n_g
 
 nlohmann::json record_state(const BenchResult& r, const TurnRecord& t) {
     nlohmann::json j = t;
+    j["lookup_rounds"] = t.lookup_rounds;
     j["config_label"] = r.configs[t.config].label();
     j["conv_id"] = r.conversations[t.conv].id;
     return j;
@@ -155,6 +156,9 @@ TurnRecord record_from_state(const BenchResult& r, const nlohmann::json& j) {
                   "checkpoint record of conversation '", j.at("conv_id").get<std::string>(),
                   "' does not match this run's prompts");
     j.get_to(t);
+    // Added after checkpoints of the full protocol had been written: records
+    // without it are from runs that had no lookup rounds to count.
+    t.lookup_rounds = j.value("lookup_rounds", 0);
     return t;
 }
 

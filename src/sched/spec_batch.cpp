@@ -177,6 +177,11 @@ StepReport SpecBatch::step(const OnToken& on_token) {
         stats_.accepted += vr_.n_accepted();
         stats_.emitted += (int)vr_.emitted.size();
         rep.slots[k].accepted = vr_.n_accepted();
+        if (trees_[k].from_lookup) {
+            rep.slots[k].lookup = true;
+            ++stats_.lookup_rounds;
+            stats_.lookup_accepted += vr_.n_accepted();
+        }
         for (int32_t tok : vr_.emitted) {
             ++rep.slots[k].emitted;
             if (emit(i, tok, on_token)) break;
@@ -184,7 +189,9 @@ StepReport SpecBatch::step(const OnToken& on_token) {
         times.commit_s = now_s() - tc;
         stats_.verify_s += times.verify_s - (k > 0 ? verify_s : 0.0);
         stats_.commit_s += times.commit_s;
-        if (trace_) trace_->round(i, round_, s.tensors, vr_, times, mode_ == spec::ExecMode::Reference);
+        if (trace_)
+            trace_->round(i, round_, s.tensors, vr_, times, spec::draft_source(trees_[k]),
+                          mode_ == spec::ExecMode::Reference);
     }
     stats_.draft_s += times.draft_s;
     stats_.tree_s += times.tree_s;

@@ -42,6 +42,7 @@ struct SlotRound {
     int drafted = 0;   // draft nodes (root excluded)
     int accepted = 0;  // draft tokens accepted
     int emitted = 0;   // tokens handed to on_token (accepted + bonus, cut at a stop)
+    bool lookup = false;  // the tree was a prompt-lookup chain (DraftTree::from_lookup)
 };
 
 struct StepReport {

@@ -43,6 +43,8 @@ void SyncScheduler::run(const std::vector<std::vector<int32_t>>& prompts, const 
     stats.drafted += s.drafted;
     stats.accepted += s.accepted;
     stats.emitted += s.emitted;
+    stats.lookup_rounds += s.lookup_rounds;
+    stats.lookup_accepted += s.lookup_accepted;
     stats.prefill_s += s.prefill_s;
     stats.decode_s += s.decode_s;
     stats.draft_s += s.draft_s;

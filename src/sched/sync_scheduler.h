@@ -39,6 +39,8 @@ struct SpecStats {
     int drafted = 0;           // draft nodes proposed (root excluded)
     int accepted = 0;          // draft tokens accepted
     int emitted = 0;           // tokens the rounds produced (accepted + bonus)
+    int lookup_rounds = 0;     // sequence-rounds whose tree was a prompt-lookup chain
+    int lookup_accepted = 0;   // draft tokens accepted in those rounds
     double prefill_s = 0;
     double decode_s = 0;
     double draft_s = 0, tree_s = 0, verify_s = 0, commit_s = 0;

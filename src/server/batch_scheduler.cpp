@@ -227,7 +227,9 @@ void BatchScheduler::decode_step() {
     for (const sched::SlotRound& r : rep.slots) {
         tokens += r.emitted;
         const Active* a = by_slot_[r.slot];
-        metrics_.record_method_tokens(sched::method_name(a->job->method), 1, r.emitted, r.drafted, r.accepted);
+        const std::string method = sched::method_name(a->job->method);
+        metrics_.record_method_tokens(method, 1, r.emitted, r.drafted, r.accepted);
+        if (r.lookup) metrics_.record_lookup_rounds(method, 1, r.accepted);
     }
     metrics_.record_decode_step(rep.rows, tokens, rep.draft_s + rep.verify_s);
     metrics_.record_spec_times(rep.draft_s, rep.verify_s);

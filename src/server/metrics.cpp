@@ -115,6 +115,13 @@ void Metrics::record_method_tokens(const std::string& method, int rows, int toke
     m.accepted += (uint64_t)accepted;
 }
 
+void Metrics::record_lookup_rounds(const std::string& method, int rows, int accepted) {
+    std::lock_guard lk(mu_);
+    MethodCounts& m = methods_[method];
+    m.lookup_rows += (uint64_t)rows;
+    m.lookup_accepted += (uint64_t)accepted;
+}
+
 void Metrics::record_spec_times(double draft_s, double verify_s) {
     std::lock_guard lk(mu_);
     draft_seconds_ += draft_s;
@@ -177,6 +184,12 @@ std::string Metrics::render() const {
                [](const MethodCounts& m) { return (double)m.drafted; });
     per_method("specdec_method_accepted_total", "counter", "Draft tokens accepted, by method",
                [](const MethodCounts& m) { return (double)m.accepted; });
+    per_method("specdec_method_lookup_rounds_total", "counter",
+               "Sequence verifications whose draft was a prompt-lookup chain, by method",
+               [](const MethodCounts& m) { return (double)m.lookup_rows; });
+    per_method("specdec_method_lookup_accepted_total", "counter",
+               "Draft tokens accepted from prompt-lookup chains, by method",
+               [](const MethodCounts& m) { return (double)m.lookup_accepted; });
     per_method("specdec_method_mean_accept_length", "gauge",
                "Tokens per target forward per sequence, by method (1 for autoregressive decoding)",
                [](const MethodCounts& m) { return m.rows ? (double)m.decode_tokens / (double)m.rows : 0.0; });

@@ -54,6 +54,9 @@ public:
     // one sequence) that produced `tokens`, with `drafted` draft nodes of which
     // `accepted` were accepted. A first token (from the prefill) is rows 0, tokens 1.
     void record_method_tokens(const std::string& method, int rows, int tokens, int drafted, int accepted);
+    // Of those, `rows` sequence-rounds whose tree was a prompt-lookup chain
+    // (--lookup-min, or the n-gram method), with `accepted` tokens accepted.
+    void record_lookup_rounds(const std::string& method, int rows, int accepted);
     // Seconds of one round spent in the proposers and in verification (tree
     // tensors, the target forward, the verifier, commits).
     void record_spec_times(double draft_s, double verify_s);
@@ -73,6 +76,7 @@ private:
     int queue_depth_ = 0, active_ = 0;
     struct MethodCounts {
         uint64_t rows = 0, tokens = 0, decode_tokens = 0, drafted = 0, accepted = 0;
+        uint64_t lookup_rows = 0, lookup_accepted = 0;
     };
     std::map<std::string, MethodCounts> methods_;
     double draft_seconds_ = 0, verify_seconds_ = 0;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace specdec::spec {
@@ -27,6 +28,10 @@ struct DraftTree {
     int n_vocab = 0;                // width of a q row (target vocabulary)
     std::vector<float> q_pool;      // (n_q, n_vocab) draft distributions
     std::vector<int32_t> q_of;      // (T) row of q_pool node i was drawn from; -1 for the root
+    // The drafts are a prompt-lookup chain (the continuation of an earlier
+    // n-gram in the history), not a draft model's: traces and metrics tell
+    // such rounds apart, because their cost and acceptance differ.
+    bool from_lookup = false;
 
     int size() const { return (int)tokens.size(); }
     void reset(int32_t root) {
@@ -37,6 +42,12 @@ struct DraftTree {
         n_vocab = 0;
         q_pool.clear();
         q_of.assign(1, -1);
+        from_lookup = false;
+    }
+    // root -> chain[0] -> chain[1] -> ...: a deterministic chain (scores 0).
+    void assign_chain(int32_t root, std::span<const int32_t> chain) {
+        reset(root);
+        for (size_t j = 0; j < chain.size(); ++j) add(chain[j], (int32_t)j, 0.0f);
     }
     // Appends a node and returns its index.
     int add(int32_t token, int32_t parent, float score, int32_t q_row = -1) {

@@ -26,9 +26,8 @@ void LookupFirstProposer::propose(std::span<const ProposeInput> in, std::span<Dr
             rest_of_.push_back(i);
             continue;
         }
-        DraftTree& t = out[i];
-        t.reset(in[i].history.back());
-        for (size_t j = 0; j < cont.size(); ++j) t.add(cont[j], (int32_t)j, 0.0f);
+        out[i].assign_chain(in[i].history.back(), cont);
+        out[i].from_lookup = true;
         ++lookup_rounds_;
     }
     drafted_ = !rest_in_.empty();

@@ -29,12 +29,11 @@ std::vector<int32_t> NgramProposer::lookup(std::span<const int32_t> h, int min_n
 
 void NgramProposer::propose(std::span<const ProposeInput> in, std::span<DraftTree> out, Rng&) {
     for (size_t i = 0; i < in.size(); ++i) {
-        DraftTree& t = out[i];
-        t.reset(in[i].history.back());
         const int room = std::min(opts_.max_draft, in[i].max_nodes - 1);
-        if (room <= 0) continue;
-        const std::vector<int32_t> cont = lookup(in[i].history, opts_.min_n, opts_.max_n, room);
-        for (size_t j = 0; j < cont.size(); ++j) t.add(cont[j], (int32_t)j, 0.0f);
+        std::vector<int32_t> cont;
+        if (room > 0) cont = lookup(in[i].history, opts_.min_n, opts_.max_n, room);
+        out[i].assign_chain(in[i].history.back(), cont);
+        out[i].from_lookup = !cont.empty();  // a root alone is an AR step
     }
 }
 

@@ -18,12 +18,18 @@ void TraceWriter::header(const nlohmann::json& run) {
     out_.flush();
 }
 
+const char* draft_source(const DraftTree& tree) {
+    if (tree.from_lookup) return "lookup";
+    return tree.size() > 1 ? "draft" : "none";
+}
+
 void TraceWriter::round(int seq, int round, const TreeTensors& t, const VerifyResult& v, const RoundTimes& times,
-                        bool full_tables) {
+                        const char* source, bool full_tables) {
     nlohmann::json j;
     j["type"] = "round";
     j["seq"] = seq;
     j["round"] = round;
+    j["source"] = source;
     j["prefix_len"] = t.prefix_len;
     j["tokens"] = t.tokens;
     j["parents"] = t.parent;

@@ -30,8 +30,9 @@ public:
     // Opens (truncates) the file; throws specdec::Error if it cannot.
     explicit TraceWriter(const std::string& path);
     void header(const nlohmann::json& run);
+    // `source` says what made the tree (draft_source below).
     void round(int seq, int round, const TreeTensors& tree, const VerifyResult& v, const RoundTimes& t,
-               bool full_tables);
+               const char* source, bool full_tables);
     // Any other record, one JSON object per line (it names its own "type"):
     // the SSD scheduler's rounds (sched/ssd_trace.h).
     void line(const nlohmann::json& j);
@@ -39,6 +40,10 @@ public:
 private:
     std::ofstream out_;
 };
+
+// What made a tree, as traces name it: "lookup" (a prompt-lookup chain),
+// "draft" (a proposer's drafts) or "none" (the root alone: an AR step).
+const char* draft_source(const DraftTree& tree);
 
 // A content hash of a file (64-bit, hex), to pin which model a trace came from.
 std::string file_hash(const std::string& path);

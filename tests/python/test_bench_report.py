@@ -195,6 +195,10 @@ def test_accept_length_consistent_with_rounds_and_trace(report):
         trace = [json.loads(l) for l in Path(r["trace_file"]).read_text().splitlines()]
         rounds = [t for t in trace if t["type"] == "round"]
         assert len(rounds) == r["rounds"]
+        # each round says what drafted it; the record counts the lookup ones
+        assert r["lookup_rounds"] == sum(t["source"] == "lookup" for t in rounds)
+        expected = {"ngram": {"lookup", "none"}}.get(r["method"], {"draft", "none"})  # no --lookup-min here
+        assert {t["source"] for t in rounds} <= expected
         assert sum(len(t["accepted_tokens"]) + 1 for t in rounds) == r["emitted"]
         if rounds:
             tau = statistics.fmean(len(t["accepted_tokens"]) + 1 for t in rounds)

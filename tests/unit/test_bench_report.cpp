@@ -190,6 +190,7 @@ TEST(BenchCheckpoint, RecordRoundTripsExactly) {
     t.emitted = 5;
     t.drafted = 9;
     t.accepted = 2;
+    t.lookup_rounds = 2;
     t.mean_accept_len = 5.0 / 3.0;
     t.draft_s = 0.01;
     t.verify_s = 0.2;
@@ -208,6 +209,14 @@ TEST(BenchCheckpoint, RecordRoundTripsExactly) {
     EXPECT_EQ(u.decode_s, t.decode_s);  // full precision through the text form
     EXPECT_EQ(u.tokens, t.tokens);
     EXPECT_EQ(u.text, t.text);
+    EXPECT_EQ(u.lookup_rounds, 2);
+    // Records written before lookup rounds were counted still resume (as 0);
+    // a record missing any older field is refused.
+    nlohmann::json old = j;
+    old.erase("lookup_rounds");
+    EXPECT_EQ(record_from_state(r, old).lookup_rounds, 0);
+    old.erase("accepted");
+    EXPECT_ANY_THROW(record_from_state(r, old));
     // A record of another configuration or conversation is refused.
     nlohmann::json bad = j;
     bad["config_label"] = "tree b=8 d=5 t=2";

@@ -31,7 +31,7 @@ struct Case {
 std::vector<std::vector<int32_t>> run_sched(test::TinyModel& target, test::TinyModel* draft, ThreadPool& pool,
                                             const Case& c, spec::ExecMode mode,
                                             const std::vector<std::vector<int32_t>>& prompts, int n,
-                                            sched::SpecStats& st) {
+                                            sched::SpecStats& st, int64_t* lookups = nullptr) {
     sample::SamplingParams params;  // greedy
     std::unique_ptr<spec::Proposer> prop;
     if (c.ngram) {
@@ -64,6 +64,10 @@ std::vector<std::vector<int32_t>> run_sched(test::TinyModel& target, test::TinyM
               return false;
           },
           st);
+    if (lookups) {
+        auto* lf = dynamic_cast<spec::LookupFirstProposer*>(prop.get());
+        *lookups = lf ? lf->lookup_rounds() : -1;
+    }
     return out;
 }
 
@@ -103,7 +107,8 @@ TEST(SchedSync, GreedyIdentityAllMethodsModesBatches) {
                 for (size_t bs : {1u, 3u}) {
                     std::vector<std::vector<int32_t>> ps(prompts.begin(), prompts.begin() + bs);
                     sched::SpecStats st;
-                    const auto out = run_sched(target, d, pool, c, mode, ps, n, st);
+                    int64_t lookups = -1;
+                    const auto out = run_sched(target, d, pool, c, mode, ps, n, st, &lookups);
                     std::ostringstream label;
                     label << c.name << " draft=" << (d == &self ? "self" : "other") << " mode=" << sched::mode_name(mode)
                           << " batch=" << bs;
@@ -112,6 +117,18 @@ TEST(SchedSync, GreedyIdentityAllMethodsModesBatches) {
                         EXPECT_GT(st.mean_accept_len(), 1.5) << c.name;
                     }
                     EXPECT_GE(st.mean_accept_len(), 1.0);
+                    // The stats count the rounds the proposer served by lookup;
+                    // the second prompt repeats "9 8 7", so with it some occur.
+                    if (lookups >= 0) {
+                        EXPECT_EQ(st.lookup_rounds, lookups) << label.str();
+                    }
+                    if (c.lookup_min == 0 && !c.ngram) {
+                        EXPECT_EQ(st.lookup_rounds, 0) << label.str();
+                    }
+                    if ((c.lookup_min > 0 || c.ngram) && bs > 1) {
+                        EXPECT_GT(st.lookup_rounds, 0) << label.str();
+                    }
+                    EXPECT_LE(st.lookup_accepted, st.accepted) << label.str();
                     if (c.ngram) break;  // ngram ignores the draft model
                 }
 }

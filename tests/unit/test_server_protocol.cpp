@@ -224,6 +224,7 @@ TEST(ServerMetrics, PrometheusText) {
     m.record_method_tokens("chain", 0, 1, 0, 0);
     m.record_method_tokens("chain", 1, 3, 4, 2);
     m.record_method_tokens("chain", 1, 5, 4, 4);
+    m.record_lookup_rounds("chain", 1, 4);  // the second round was a lookup chain
     m.record_method_tokens("ar", 1, 1, 0, 0);
     m.record_spec_times(0.25, 0.5);
     const std::string s = m.render();
@@ -231,6 +232,9 @@ TEST(ServerMetrics, PrometheusText) {
     EXPECT_NE(s.find("specdec_method_mean_accept_length{method=\"chain\"} 4"), std::string::npos);
     EXPECT_NE(s.find("specdec_method_mean_accept_length{method=\"ar\"} 1"), std::string::npos);
     EXPECT_NE(s.find("specdec_method_accepted_total{method=\"chain\"} 6"), std::string::npos);
+    EXPECT_NE(s.find("specdec_method_lookup_rounds_total{method=\"chain\"} 1"), std::string::npos);
+    EXPECT_NE(s.find("specdec_method_lookup_accepted_total{method=\"chain\"} 4"), std::string::npos);
+    EXPECT_NE(s.find("specdec_method_lookup_rounds_total{method=\"ar\"} 0"), std::string::npos);
     EXPECT_NE(s.find("specdec_draft_seconds_total 0.25"), std::string::npos);
     EXPECT_NE(s.find("specdec_verify_seconds_total 0.5"), std::string::npos);
     EXPECT_NE(s.find("specdec_requests_total{endpoint=\"/v1/chat/completions\",status=\"429\"} 1"),

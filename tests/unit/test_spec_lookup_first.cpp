@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "spec/lookup_first_proposer.h"
+#include "spec/trace.h"
 
 using namespace specdec;
 
@@ -56,6 +57,13 @@ TEST(LookupFirst, MatchesGetLookupChainsOthersOneDraftCall) {
     EXPECT_EQ(out[1].tokens, (std::vector<int32_t>{2, 1001}));
     EXPECT_EQ(out[2].tokens, (std::vector<int32_t>{22, 1002}));
     EXPECT_EQ(out[3].tokens, (std::vector<int32_t>{5, 6, 4, 5}));
+    // Traces and metrics tell lookup chains from the draft's trees.
+    EXPECT_TRUE(out[0].from_lookup);
+    EXPECT_FALSE(out[1].from_lookup);
+    EXPECT_FALSE(out[2].from_lookup);
+    EXPECT_TRUE(out[3].from_lookup);
+    EXPECT_STREQ(spec::draft_source(out[0]), "lookup");
+    EXPECT_STREQ(spec::draft_source(out[1]), "draft");
     EXPECT_EQ(p.lookup_rounds(), 2);
     EXPECT_EQ(p.draft_rounds(), 2);
 }
