@@ -62,7 +62,12 @@ def load(model: str, threads: int, n_ctx: int, draft=None):
         n_threads=threads,
         n_threads_batch=threads,
         draft_model=draft,
-        logits_all=False,
+        # With a draft model llama-cpp-python (0.3.36) keeps logits for every
+        # token anyway, but sizes its score table by this flag: n_batch rows
+        # when False, so a prompt plus output past 512 tokens failed with "could
+        # not broadcast ... into shape (0,)". True gives it n_ctx rows; the
+        # computation is the same either way.
+        logits_all=draft is not None,
         verbose=False,
     )
 

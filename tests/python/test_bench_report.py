@@ -350,6 +350,26 @@ def test_llamacpp_baseline_resumes_from_its_checkpoint(tmp_path):
     assert len(ckpt.read_text().splitlines()) == 2
 
 
+def test_llamacpp_prompt_lookup_runs_past_one_batch(tmp_path):
+    """llama.cpp's prompt lookup on a turn longer than its 512-token batch:
+    every turn is measured (none skipped) and equals llama.cpp's AR output."""
+    inp = {"model": str(model_path(DEFAULT_MODEL)), "threads": [1], "n_ctx": 1024,
+           "turns": [{"conv": 0, "turn": 0, "tokens": [504, 3300, 30, 1848, 314] * 120}],
+           "n_predict": 8, "temps": [0.0], "ignore_eos": True, "eog": [], "seed": 0, "warmup": 0, "reps": 1,
+           "pld_num_pred_tokens": 3, "pld_max_ngram_size": 2}
+    (tmp_path / "in.json").write_text(json.dumps(inp))
+    p = subprocess.run([str(REPO_ROOT / ".venv" / "bin" / "python"), str(REPO_ROOT / "tools" / "bench_llamacpp.py"),
+                        "--input", str(tmp_path / "in.json"), "--out", str(tmp_path / "out.json"), "--quiet"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    out = json.loads((tmp_path / "out.json").read_text())
+    assert "skipped" not in out, out.get("skipped")
+    by = {r["method"]: r["records"] for r in out["runs"]}
+    assert by["llamacpp-pld"][0]["n_generated"] == 8
+    assert by["llamacpp-pld"][0]["tokens"] == by["llamacpp-ar"][0]["tokens"]
+    assert by["llamacpp-pld"][0]["matches_llamacpp_ar"] is True
+
+
 def test_shard_reports_merge_skipped_turns(report, prompts_file, tmp_path):
     recs = [r for r in report["data"]["records"] if r["method"] == "ar"]
     second = next(r["prompt_tokens"] for r in recs if r["conv_id"] == "p1" and r["turn"] == 1)
