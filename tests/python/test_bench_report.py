@@ -327,25 +327,33 @@ def test_shards_merge_into_the_full_report(report, prompts_file, tmp_path):
     assert p.returncode != 0 and "--shard" in p.stderr
 
 
-def test_llamacpp_baseline_resumes_from_its_checkpoint(tmp_path):
-    inp = {"model": str(model_path(DEFAULT_MODEL)), "threads": [1], "n_ctx": 256,
-           "turns": [{"conv": 0, "turn": 0, "tokens": [504, 3300, 30, 1848, 314]}],
-           "n_predict": 4, "temps": [0.0], "ignore_eos": True, "eog": [], "seed": 0, "warmup": 0, "reps": 1,
-           "pld_num_pred_tokens": 3, "pld_max_ngram_size": 2}
+def llamacpp_input(tokens: list[int], n_ctx: int, n_predict: int) -> dict:
+    """tools/bench_llamacpp.py's input for one greedy turn on the default
+    model: llama.cpp AR and prompt lookup, one thread, no warm-up."""
+    return {"model": str(model_path(DEFAULT_MODEL)), "threads": [1], "n_ctx": n_ctx,
+            "turns": [{"conv": 0, "turn": 0, "tokens": tokens}],
+            "n_predict": n_predict, "temps": [0.0], "ignore_eos": True, "eog": [], "seed": 0, "warmup": 0,
+            "reps": 1, "pld_num_pred_tokens": 3, "pld_max_ngram_size": 2}
+
+
+def run_llamacpp_baseline(inp: dict, tmp_path: Path, out: str, *extra: str) -> dict:
+    """Runs tools/bench_llamacpp.py on `inp`; its report, once it exits 0."""
     (tmp_path / "in.json").write_text(json.dumps(inp))
+    p = subprocess.run([str(REPO_ROOT / ".venv" / "bin" / "python"), str(REPO_ROOT / "tools" / "bench_llamacpp.py"),
+                        "--input", str(tmp_path / "in.json"), "--out", str(tmp_path / out), "--quiet", *extra],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    return json.loads((tmp_path / out).read_text())
+
+
+def test_llamacpp_baseline_resumes_from_its_checkpoint(tmp_path):
+    inp = llamacpp_input([504, 3300, 30, 1848, 314], n_ctx=256, n_predict=4)
     ckpt = tmp_path / "ck.jsonl"
-
-    def run(out: str) -> dict:
-        p = subprocess.run([str(REPO_ROOT / ".venv" / "bin" / "python"), str(REPO_ROOT / "tools" / "bench_llamacpp.py"),
-                            "--input", str(tmp_path / "in.json"), "--out", str(tmp_path / out),
-                            "--checkpoint", str(ckpt), "--quiet"], capture_output=True, text=True, timeout=300)
-        assert p.returncode == 0, p.stderr
-        return json.loads((tmp_path / out).read_text())
-
-    first = run("a.json")
+    first = run_llamacpp_baseline(inp, tmp_path, "a.json", "--checkpoint", str(ckpt))
     assert [r["method"] for r in first["runs"]] == ["llamacpp-ar", "llamacpp-pld"]
     assert len(ckpt.read_text().splitlines()) == 2  # one record per method, appended as it finished
-    again = run("b.json")  # nothing left to run: the stored records, times included
+    # nothing left to run: the stored records, times included
+    again = run_llamacpp_baseline(inp, tmp_path, "b.json", "--checkpoint", str(ckpt))
     assert again["runs"] == first["runs"]
     assert len(ckpt.read_text().splitlines()) == 2
 
@@ -353,16 +361,8 @@ def test_llamacpp_baseline_resumes_from_its_checkpoint(tmp_path):
 def test_llamacpp_prompt_lookup_runs_past_one_batch(tmp_path):
     """llama.cpp's prompt lookup on a turn longer than its 512-token batch:
     every turn is measured (none skipped) and equals llama.cpp's AR output."""
-    inp = {"model": str(model_path(DEFAULT_MODEL)), "threads": [1], "n_ctx": 1024,
-           "turns": [{"conv": 0, "turn": 0, "tokens": [504, 3300, 30, 1848, 314] * 120}],
-           "n_predict": 8, "temps": [0.0], "ignore_eos": True, "eog": [], "seed": 0, "warmup": 0, "reps": 1,
-           "pld_num_pred_tokens": 3, "pld_max_ngram_size": 2}
-    (tmp_path / "in.json").write_text(json.dumps(inp))
-    p = subprocess.run([str(REPO_ROOT / ".venv" / "bin" / "python"), str(REPO_ROOT / "tools" / "bench_llamacpp.py"),
-                        "--input", str(tmp_path / "in.json"), "--out", str(tmp_path / "out.json"), "--quiet"],
-                       capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr
-    out = json.loads((tmp_path / "out.json").read_text())
+    out = run_llamacpp_baseline(llamacpp_input([504, 3300, 30, 1848, 314] * 120, n_ctx=1024, n_predict=8),
+                                tmp_path, "out.json")
     assert "skipped" not in out, out.get("skipped")
     by = {r["method"]: r["records"] for r in out["runs"]}
     assert by["llamacpp-pld"][0]["n_generated"] == 8
