@@ -23,6 +23,15 @@ std::string f2(double v, int prec = 2) {
 }
 std::string mib(uint64_t b) { return f2((double)b / (1024.0 * 1024.0), 1); }
 
+// A share of the decode time in percent, one decimal. A measured share too
+// small to show (tree and mask build, commit: microseconds per round against
+// milliseconds of forwards) prints "<0.1", so it does not read as unmeasured.
+std::string percent(double part, double whole) {
+    if (whole <= 0) return "0";
+    const double p = 100.0 * part / whole;
+    return (p > 0 && p < 0.05) ? std::string("<0.1") : f2(p, 1);
+}
+
 // Per record: its decode tok/s over llama.cpp AR's on the same turn (same
 // threads and temperature; batch-1 records only); 0 when there is none.
 std::vector<double> llamacpp_ar_speedups(const BenchResult& r) {
@@ -385,7 +394,7 @@ std::string markdown(const BenchResult& r) {
             if (s.contains("time_split_s")) {
                 const double d = s["decode_s"].get<double>();
                 for (const char* k : {"draft", "tree_mask", "verify", "commit"})
-                    md << (d > 0 ? f2(100.0 * s["time_split_s"][k].get<double>() / d, 1) : "0") << " | ";
+                    md << percent(s["time_split_s"][k].get<double>(), d) << " | ";
             } else {
                 md << "n/a | n/a | n/a | n/a | ";
             }
@@ -394,7 +403,7 @@ std::string markdown(const BenchResult& r) {
             } else {
                 const double d = s["decode_s"].get<double>();
                 md << f2(s["ssd_hit_rate"].get<double>()) << " | "
-                   << (d > 0 ? f2(100.0 * s["stall_s"].get<double>() / d, 1) : "0") << " | ";
+                   << percent(s["stall_s"].get<double>(), d) << " | ";
             }
             md << (s["greedy_matches_ar"].is_null()
                        ? std::string("-")
