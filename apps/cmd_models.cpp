@@ -6,6 +6,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "bench/sys_info.h"
 #include "cli_commands.h"
 #include "core/error.h"
 #include "runtime/model_locator.h"
@@ -43,7 +44,9 @@ int cmd_models(int argc, char** argv) {
         return 0;
     }
     // Fetch: the tool lives next to the models dir in the source tree.
-    std::string cmd = "python3 '" + dir + "/../tools/fetch_models.py' --models-dir '" + dir + "'";
+    const std::string root = dir + "/..";
+    std::string cmd = bench::shell_quote(bench::python_exe(root)) + " " +
+                      bench::shell_quote(root + "/tools/fetch_models.py") + " --models-dir " + bench::shell_quote(dir);
     if (all) cmd += " --all";
     for (const auto& n : names) {
         SPECDEC_CHECK(n.find('\'') == std::string::npos, "invalid model name");

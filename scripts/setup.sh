@@ -21,12 +21,16 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# Python environment, rebuilt only when requirements change.
+# Python environment on Debian's own interpreter (never whichever python3 the
+# PATH finds first: pyenv or a hand-installed one would make the venv depend on
+# it), rebuilt only when the requirements or that interpreter change.
+BASE_PY=/usr/bin/python3
 stamp=".venv/.requirements.sha256"
-want=$(sha256sum tools/requirements.txt | cut -d' ' -f1)
+want=$( (cat tools/requirements.txt; "$BASE_PY" --version) | sha256sum | cut -d' ' -f1)
 if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "[setup] creating .venv and installing tools/requirements.txt (llama-cpp-python builds from source: several minutes)" >&2
-  python3 -m venv .venv
+  rm -rf .venv
+  "$BASE_PY" -m venv .venv
   .venv/bin/pip install -q --upgrade pip >/dev/null
   CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) .venv/bin/pip install -q -r tools/requirements.txt
   echo "$want" > "$stamp"

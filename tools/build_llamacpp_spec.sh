@@ -39,8 +39,8 @@ if [ -x "$BIN" ] && [ "$(cat "$STAMP" 2>/dev/null)" = "$VERSION $SHA" ]; then
   exit 0
 fi
 
-PY=.venv/bin/python
-[ -x "$PY" ] || PY=python3
+PY=.venv/bin/python  # the project's environment, never a python3 from the PATH
+[ -x "$PY" ] || { echo "[build_llamacpp_spec] no $PY (run scripts/setup.sh)" >&2; exit 1; }
 mkdir -p "$OUT/dl"
 SDIST="$OUT/dl/llama_cpp_python-$VERSION.tar.gz"
 if [ ! -f "$SDIST" ] || [ "$(sha256sum "$SDIST" | cut -d' ' -f1)" != "$SHA" ]; then

@@ -210,8 +210,11 @@ uint64_t file_size(const std::string& path) {
 std::string python_exe(const std::string& root) {
     const fs::path venv = fs::path(root) / ".venv" / "bin" / "python";
     std::error_code ec;
-    if (fs::exists(venv, ec)) return venv.string();
-    return "python3";
+    // Never whatever python3 is on the PATH: its packages are not the ones
+    // tools/requirements.txt pins, so a tool could pass or fail by accident.
+    SPECDEC_CHECK(fs::exists(venv, ec), "no Python environment at ", venv.string(),
+                  " (run: scripts/setup.sh)");
+    return venv.string();
 }
 
 std::string utc_now() {

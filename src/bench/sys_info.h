@@ -23,7 +23,8 @@ std::string sha256_hex(const std::string& bytes);
 // Peak resident set size of this address space in bytes (VmHWM; ru_maxrss if /proc is absent).
 uint64_t peak_rss_bytes();
 uint64_t file_size(const std::string& path);
-// The Python interpreter tools run with: <root>/.venv/bin/python if it exists, else python3.
+// The Python interpreter tools run with: <root>/.venv/bin/python (the project's
+// environment, made by scripts/setup.sh); throws Error if it is missing.
 std::string python_exe(const std::string& root);
 // /proc/loadavg's first three fields ("0.52 0.61 0.70"), or "unknown".
 std::string load_average();

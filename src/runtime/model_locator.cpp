@@ -35,7 +35,7 @@ std::string resolve_model(const std::string& name_or_path) {
     std::ifstream in(manifest_path);
     if (!in) {
         throw Error("no model file '" + name_or_path + "' and no model manifest at " + manifest_path.string() +
-                    " (run: python3 tools/fetch_models.py)");
+                    " (run: specdec models fetch, or scripts/setup.sh then .venv/bin/python tools/fetch_models.py)");
     }
     nlohmann::json m;
     try {

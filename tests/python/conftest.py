@@ -15,7 +15,7 @@ Other test files may rely on these (keep this module small):
 tools/ and tools/reference/ are put on sys.path, so tests can
 `import fetch_models`, `import prompts` and `import llama_ref`.
 
-Models are fetched with: python3 tools/fetch_models.py [NAME ...]
+Models are fetched with: .venv/bin/python tools/fetch_models.py [NAME ...]
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def model_path(name: str = DEFAULT_MODEL) -> Path:
     if not p.exists():
         pytest.fail(
             f"model '{name}' is missing ({p}); fetch it with: "
-            f"python3 tools/fetch_models.py {name}",
+            f".venv/bin/python tools/fetch_models.py {name}",
             pytrace=False,
         )
     return p

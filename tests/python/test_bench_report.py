@@ -10,6 +10,7 @@ import os
 import re
 import statistics
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -216,7 +217,7 @@ def test_accept_length_consistent_with_rounds_and_trace(report):
 
 
 def test_plot_script_runs(report, tmp_path):
-    p = subprocess.run(["python3", str(REPO_ROOT / "tools" / "plot_bench.py"), str(report["dir"] / "bench.json"),
+    p = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "plot_bench.py"), str(report["dir"] / "bench.json"),
                         "--out-dir", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert (tmp_path / "speedup_vs_budget.png").exists()

@@ -156,7 +156,7 @@ class Ggml:
 @pytest.fixture(scope="module")
 def ggml():
     if not (LIB_DIR / "libggml-cpu.so").exists():
-        pytest.skip(f"no libggml-cpu.so in {LIB_DIR}")
+        pytest.fail(f"no libggml-cpu.so in {LIB_DIR} (llama-cpp-python is not installed in .venv)", pytrace=False)
     return Ggml()
 
 
@@ -166,7 +166,7 @@ def real_weights(wtype):
     fname, tname = REAL[wtype]
     p = MODELS_DIR / fname
     if not p.exists():
-        pytest.skip(f"model missing: {p}")
+        pytest.fail(f"model missing: {p} (run: .venv/bin/python tools/fetch_models.py --all)", pytrace=False)
     r = gguf.GGUFReader(str(p))
     for t in r.tensors:
         if int(t.tensor_type) == wtype and (tname is None or t.name == tname):

@@ -14,6 +14,7 @@ import os
 import socket
 import statistics
 import subprocess
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -49,7 +50,8 @@ class Server:
             args += ["--api-key", api_key]
         env = dict(os.environ)
         env.pop("SPECDEC_API_KEY", None)
-        self.log = open(f"/tmp/specdec_serve_{self.port}.log", "w+")
+        # An unnamed temporary file, made through the language's API.
+        self.log = tempfile.TemporaryFile("w+")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=env)
         deadline = time.time() + 60
         while time.time() < deadline:

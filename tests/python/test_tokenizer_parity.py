@@ -7,7 +7,7 @@ must be identical; every token's piece must equal llama_token_to_piece(special
 the model's Jinja template.
 
 Env: SPECDEC_BIN (default build/release/specdec),
-SPECDEC_TOKENIZER_MODELS (default /tmp/asm).
+models from models/manifest.json (conftest.model_path: a missing model fails).
 """
 import ctypes
 import json
@@ -18,14 +18,15 @@ import tempfile
 
 import pytest
 
-llama_cpp = pytest.importorskip("llama_cpp")
-jinja2 = pytest.importorskip("jinja2")
-from jinja2.sandbox import ImmutableSandboxedEnvironment  # noqa: E402
+import jinja2  # noqa: F401  (the independent chat-template reference)
+import llama_cpp
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from conftest import model_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.environ.get("SPECDEC_BIN", os.path.join(ROOT, "build/release/specdec"))
-MODELS_DIR = os.environ.get("SPECDEC_TOKENIZER_MODELS", "/tmp/asm")
-MODELS = ["smollm.gguf", "qwen05.gguf", "gemma.gguf"]
+MODELS = ["smollm2-135m-instruct-q4_1", "qwen2.5-coder-0.5b-instruct-q4_k_m", "gemma3-270m-q4_k_m"]
 
 # Gemma 3's chat template (the GGUF here ships without one; this is the
 # template of google/gemma-3 instruct models, text-only part).
@@ -180,9 +181,7 @@ def run_engine(req):
 
 @pytest.mark.parametrize("model", MODELS)
 def test_parity(model):
-    path = os.path.join(MODELS_DIR, model)
-    if not os.path.exists(path):
-        pytest.skip(f"missing {path}")
+    path = str(model_path(model))
     llm = llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
     vocab = llama_cpp.llama_model_get_vocab(llm.model)
     n_vocab = llama_cpp.llama_vocab_n_tokens(vocab)

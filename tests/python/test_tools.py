@@ -140,7 +140,7 @@ def test_draft_target_share_tokenizer(registry):
             assert man[d]["vocab_size"] == man[t]["vocab_size"]
             checked += 1
     if not checked:
-        pytest.skip("draft/target models not fetched (python3 tools/fetch_models.py --all)")
+        pytest.fail("draft/target models not fetched (.venv/bin/python tools/fetch_models.py --all)", pytrace=False)
 
 
 def test_fetch_is_idempotent(capsys):

@@ -32,6 +32,6 @@ inline const char* kGemma = "gemma3-270m-q4_k_m";
 
 #define SPECDEC_REQUIRE_MODEL(var, name)                                                            \
     const std::string var = ::specdec::test::model_path(name);                                     \
-    ASSERT_FALSE(var.empty()) << "model " << name << " missing: run python3 tools/fetch_models.py --all"
+    ASSERT_FALSE(var.empty()) << "model " << name << " missing: run .venv/bin/python tools/fetch_models.py --all"
 
 }  // namespace specdec::test

@@ -14,15 +14,14 @@
 #include "io/pretokenizer.h"
 #include "io/tokenizer.h"
 #include "io/unicode_tables.h"
+#include "unit/model_paths.h"
 
 using namespace specdec::io;
 
 namespace {
 
-std::string model_path(const char* name) {
-    const char* dir = std::getenv("SPECDEC_TOKENIZER_MODELS");
-    return std::string(dir ? dir : "/tmp/asm") + "/" + name;
-}
+// Models by their models/manifest.json name (tests/unit/model_paths.h).
+constexpr const char* kQwen05 = "qwen2.5-coder-0.5b-instruct-q4_k_m";
 
 struct Loaded {
     std::unique_ptr<GgufFile> file;
@@ -31,17 +30,17 @@ struct Loaded {
 
 Loaded load(const char* name) {
     Loaded l;
-    const std::string p = model_path(name);
-    if (!std::filesystem::exists(p)) return l;
+    const std::string p = specdec::test::model_path(name);
+    if (p.empty()) return l;
     l.file = GgufFile::open(p);
     l.tok = Tokenizer::from_gguf(*l.file);
     return l;
 }
 
-#define LOAD_OR_SKIP(var, name)                                              \
+#define LOAD_OR_FAIL(var, name)                                              \
     Loaded var = load(name);                                                 \
-    ASSERT_TRUE(var.tok) << "model not found: " << model_path(name) \
-                         << " (run: python3 tools/fetch_models.py --all)"
+    ASSERT_TRUE(var.tok) << "model " << name << " missing from " << specdec::test::models_dir() \
+                         << "/manifest.json (run: .venv/bin/python tools/fetch_models.py --all)"
 
 std::vector<std::string> words(PreTokenizer t, const std::string& s) { return pretokenize(t, s); }
 
@@ -81,7 +80,7 @@ TEST(PreTokenizer, Qwen2) {
 }
 
 TEST(Tokenizer, SmolLM) {
-    LOAD_OR_SKIP(m, "smollm.gguf");
+    LOAD_OR_FAIL(m, specdec::test::kSmolLM);
     const Tokenizer& t = *m.tok;
     EXPECT_EQ(t.n_vocab(), 49152);
     EXPECT_FALSE(t.add_bos());
@@ -98,7 +97,7 @@ TEST(Tokenizer, SmolLM) {
 }
 
 TEST(Tokenizer, Qwen2) {
-    LOAD_OR_SKIP(m, "qwen05.gguf");
+    LOAD_OR_FAIL(m, kQwen05);
     const Tokenizer& t = *m.tok;
     EXPECT_EQ(t.n_vocab(), 151936);
     const std::vector<int32_t> want = {9707, 1879, 1513, 944, 358, 6, 4086, 220, 16, 17, 18, 19, 20,
@@ -112,7 +111,7 @@ TEST(Tokenizer, Qwen2) {
 }
 
 TEST(Tokenizer, Gemma) {
-    LOAD_OR_SKIP(m, "gemma.gguf");
+    LOAD_OR_FAIL(m, specdec::test::kGemma);
     const Tokenizer& t = *m.tok;
     EXPECT_EQ(t.n_vocab(), 262144);
     EXPECT_TRUE(t.add_bos());
@@ -159,7 +158,7 @@ TEST(ChatTemplate, Families) {
 }
 
 TEST(ChatTemplate, RealModels) {
-    LOAD_OR_SKIP(m, "smollm.gguf");
+    LOAD_OR_FAIL(m, specdec::test::kSmolLM);
     EXPECT_EQ(apply_chat_template(*m.file, {{"user", "Hi"}}, true),
               "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
               "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
