@@ -81,13 +81,15 @@ int kernel_dump(const std::string& in_path, const std::string& out_path) {
     const WeightMatrix wm{type, w.data(), n_in, n_rows, (size_t)row_bytes};
     ThreadPool pool(1);
     const Isa saved = active_isa();
+    const bool was_forced = isa_forced();
     std::vector<float> y((size_t)(n_tok * n_rows));
     for (int level = 0; level < n_levels; ++level) {
         force_isa((Isa)level);
         matmul(wm, x.data(), n_tok, y.data(), pool);
         out.write(reinterpret_cast<const char*>(y.data()), (std::streamsize)(y.size() * sizeof(float)));
     }
-    force_isa(saved);
+    if (was_forced) force_isa(saved);
+    else unforce_isa();
     SPECDEC_CHECK(out.good(), "cannot write ", out_path);
     return 0;
 }

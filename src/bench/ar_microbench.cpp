@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <chrono>
 
+#include "bench/bandwidth_probe.h"
 #include "bench/sys_info.h"
 #include "core/clock.h"
 #include "core/error.h"
+#include "kernels/kernel_choice.h"
 #include "runtime/engine.h"
 
 namespace specdec::bench {
@@ -38,7 +40,7 @@ void run_ar_micro(BenchResult& r) {
     const int n_ctx = P + std::max(D, max_n) + 16;
     const int reps = std::max(1, o.reps);
     const int freps = std::max(1, o.micro_reps);
-    Progress prog((int)o.threads.size() * (1 + 2 * reps + (int)sizes.size() * (freps + 1)), o.quiet);
+    Progress prog((int)o.threads.size() * (2 + 2 * reps + (int)sizes.size() * (freps + 1)), o.quiet);
 
     for (int threads_opt : o.threads) {
         runtime::EngineOptions eo;
@@ -55,6 +57,17 @@ void run_ar_micro(BenchResult& r) {
         model::ForwardBatch batch;
         model::ForwardResult out;
         const std::string tag = "ar micro t=" + std::to_string(threads);
+
+        // The read roofline of this thread count, measured before the model
+        // runs (a 1 GiB buffer: 32x this machine kind's last-level cache).
+        const BandwidthProbe bw = probe_read_bandwidth(e->pool());
+        const size_t token_bytes = model::weight_bytes_per_token(e->model().weights());
+        // Which level's tiles each weight type runs, per row bucket (chosen by
+        // measurement, kernels/kernel_choice.h), before anything is timed.
+        nlohmann::json kernels_used = nlohmann::json::object();
+        for (TensorType t : model::matmul_weight_types(e->model().weights()))
+            kernels_used[std::string(tensor_type_name(t))] = kernels::kernel_choice_summary(t);
+        prog.step(tag + " read bandwidth", 0);
 
         // Warm-up: a short prefill touches every weight page once.
         cache.clear(0);
@@ -126,6 +139,12 @@ void run_ar_micro(BenchResult& r) {
                            {"decode_s", dec_s},
                            {"decode_rep_s", dec},
                            {"decode_tok_s", D / dec_s},
+                           {"kernels", kernels_used},
+                           {"read_bw_bytes_s", bw.bytes_per_s},
+                           {"read_bw_probe_bytes", bw.buffer_bytes},
+                           {"weight_bytes_per_token", token_bytes},
+                           // decode's share of the roofline: bytes it streams per second over what a plain read reaches
+                           {"decode_roofline_fraction", bw.bytes_per_s > 0 ? (double)token_bytes * (D / dec_s) / bw.bytes_per_s : 0.0},
                            {"prefill_chunk", e->options().prefill_chunk},
                            {"forward_logits", "argmax"},  // forward(N): each row's greedy token, sliced LM head
                            {"forward", fwd},

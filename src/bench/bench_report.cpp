@@ -349,10 +349,10 @@ std::string markdown(const BenchResult& r) {
               "ratio |";
         for (const auto& f : r.micro[0]["forward"])
             if (f["n"].get<int>() != 1) md << " fwd(" << f["n"].get<int>() << ")/fwd(1) |";
-        md << " peak RSS MiB | file+KV MiB |\n|---|---|---|---|---|---|---|";
+        md << " read GB/s | decode GB/s | % of roofline | peak RSS MiB | file+KV MiB |\n|---|---|---|---|---|---|---|";
         for (const auto& f : r.micro[0]["forward"])
             if (f["n"].get<int>() != 1) md << "---|";
-        md << "---|---|\n";
+        md << "---|---|---|---|---|\n";
         for (const auto& x : r.micro) {
             const int t = x["threads"].get<int>();
             const double p = x["prefill_tok_s"].get<double>(), d = x["decode_tok_s"].get<double>();
@@ -365,13 +365,27 @@ std::string markdown(const BenchResult& r) {
                << " | " << rd << " |";
             for (const auto& f : x["forward"])
                 if (f["n"].get<int>() != 1) md << " " << f2(f["ratio"].get<double>()) << " |";
+            const double bw = x.value("read_bw_bytes_s", 0.0);
+            const double tb = (double)x.value("weight_bytes_per_token", (uint64_t)0);
+            if (bw > 0)
+                md << " " << f2(bw / 1e9, 1) << " | " << f2(tb * d / 1e9, 1) << " | "
+                   << f2(100.0 * x.value("decode_roofline_fraction", 0.0), 0) << " |";
+            else
+                md << " n/a | n/a | n/a |";
             md << " " << mib(x["peak_rss_bytes"].get<uint64_t>()) << " | "
                << mib(x["model_file_bytes"].get<uint64_t>() + x["kv_cache_bytes"].get<uint64_t>()) << " |\n";
+        }
+        if (r.micro[0].contains("kernels")) {
+            md << "\nKernels (the ISA level whose tiles each weight type ran, per row bucket, chosen by measurement):";
+            for (const auto& [t, k] : r.micro[0]["kernels"].items()) md << " " << t << " " << k.get<std::string>() << ";";
+            md << "\n";
         }
         md << "\nfwd(N)/fwd(1): time of one forward of N chained rows (the LM head over every row, each row reduced to its greedy token as greedy verification needs, not kept as full logits) after the "
            << r.micro[0]["prefill_tokens"].get<int>()
            << "-token prefix, rolled back with KvCache::truncate, over the time of a 1-row forward. Ratios "
-              "specdec/llama.cpp > 1 mean specdec is faster.\n\n";
+              "specdec/llama.cpp > 1 mean specdec is faster. read GB/s: a streaming read of a 1 GiB buffer on "
+              "that many threads (best of 5), measured in the same run; decode GB/s: the weight bytes one "
+              "token reads times decode tok/s; % of roofline: the one over the other.\n\n";
     }
 
     if (!r.configs.empty()) {

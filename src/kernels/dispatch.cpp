@@ -31,10 +31,20 @@ Isa initial() {
     return isa;
 }
 
+bool env_forces() {
+    const char* env = std::getenv("SPECDEC_ISA");
+    return env && (std::strcmp(env, "scalar") == 0 || std::strcmp(env, "avx2") == 0 ||
+                   std::strcmp(env, "avx512") == 0);
+}
+
 // Relaxed is enough: the level only changes between matmuls (tests), and a
 // stale read still picks a correct kernel.
 std::atomic<int>& active_slot() {
     static std::atomic<int> slot{(int)initial()};
+    return slot;
+}
+std::atomic<bool>& forced_slot() {
+    static std::atomic<bool> slot{env_forces()};
     return slot;
 }
 
@@ -58,7 +68,15 @@ Isa active_isa() { return (Isa)active_slot().load(std::memory_order_relaxed); }
 Isa force_isa(Isa isa) {
     const Isa set = cap(isa);
     active_slot().store((int)set, std::memory_order_relaxed);
+    forced_slot().store(true, std::memory_order_relaxed);
     return set;
+}
+
+bool isa_forced() { return forced_slot().load(std::memory_order_relaxed); }
+
+void unforce_isa() {
+    active_slot().store((int)cpu_max_isa(), std::memory_order_relaxed);
+    forced_slot().store(false, std::memory_order_relaxed);
 }
 
 const KernelTable* kernel_table(Isa isa) {

@@ -17,7 +17,13 @@ Isa cpu_max_isa();
 Isa active_isa();
 // Overrides the active level (tests, benchmarks); capped at cpu_max_isa().
 // Returns the level actually set. Not meant to race with running matmuls.
+// While a level is forced, matmul runs that level's tiles for every row
+// count; otherwise kernel_choice.h picks per row count by measurement.
 Isa force_isa(Isa isa);
+// True when SPECDEC_ISA named a level or force_isa was called.
+bool isa_forced();
+// Undoes force_isa (and SPECDEC_ISA): the CPU's highest level, kernels by measurement.
+void unforce_isa();
 // The table of a level, or nullptr if this CPU cannot run it.
 const KernelTable* kernel_table(Isa isa);
 // Tile kernel of a weight type at the active level, falling back to lower

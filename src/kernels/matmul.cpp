@@ -12,6 +12,7 @@
 
 #include "core/thread_pool.h"
 #include "kernels/dispatch.h"
+#include "kernels/kernel_choice.h"
 #include "kernels/quantize_act.h"
 
 namespace specdec::kernels {
@@ -125,7 +126,7 @@ void matmul_group(const WeightMatrix* const* ws, float* const* ys, int count, co
     TileFn tiles[kMaxGroup];
     for (int i = 0; i < count; ++i) {
         first_row[i + 1] = first_row[i] + ws[i]->n_out;
-        tiles[i] = active_tile(ws[i]->type);
+        tiles[i] = choose_tile(ws[i]->type, n_tok);  // by measurement, per row bucket
     }
     pool.parallel_for(first_row[count], kRowGrain, [&](int64_t b, int64_t e, int) {
         for (int i = 0; i < count; ++i) {

@@ -1,5 +1,6 @@
 #include "model/weights.h"
 
+#include <algorithm>
 #include <string>
 
 #include "core/error.h"
@@ -96,6 +97,26 @@ ModelWeights bind_weights(const io::GgufFile& f, const ModelConfig& c) {
         L.w_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
     }
     return w;
+}
+
+size_t weight_bytes_per_token(const ModelWeights& w) {
+    auto bytes = [](const kernels::WeightMatrix& m) { return (size_t)m.n_out * m.row_bytes; };
+    size_t total = bytes(w.output) + w.tok_embd.row_bytes;
+    for (const LayerWeights& l : w.layers)
+        for (const kernels::WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+            total += bytes(*m);
+    return total;
+}
+
+std::vector<TensorType> matmul_weight_types(const ModelWeights& w) {
+    std::vector<TensorType> out;
+    auto add = [&](const kernels::WeightMatrix& m) {
+        if (m.data && std::find(out.begin(), out.end(), m.type) == out.end()) out.push_back(m.type);
+    };
+    for (const LayerWeights& l : w.layers)
+        for (const kernels::WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) add(*m);
+    add(w.output);
+    return out;
 }
 
 }  // namespace specdec::model

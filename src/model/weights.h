@@ -40,4 +40,11 @@ struct ModelWeights {
 // Binds every tensor the config needs, checking names, shapes and types.
 ModelWeights bind_weights(const io::GgufFile& f, const ModelConfig& c);
 
+// Weight bytes one decoded token reads: every layer matrix and the LM head
+// once, plus its own row of the embedding table (norm vectors are noise).
+// Over a measured read bandwidth this is the decode roofline.
+size_t weight_bytes_per_token(const ModelWeights& w);
+// The distinct types of the matrices matmul runs (layers and LM head), in order of first use.
+std::vector<TensorType> matmul_weight_types(const ModelWeights& w);
+
 }  // namespace specdec::model

@@ -11,6 +11,7 @@
 #include "core/fp16.h"
 #include "core/thread_pool.h"
 #include "kernels/dispatch.h"
+#include "kernels/kernel_choice.h"
 #include "kernels/matmul.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/quantize_act.h"
@@ -26,7 +27,11 @@ using specdec::testing::quantize_weights;
 // Restores the active ISA when a test that forces levels ends.
 struct IsaGuard {
     Isa saved = active_isa();
-    ~IsaGuard() { force_isa(saved); }
+    bool was_forced = isa_forced();
+    ~IsaGuard() {
+        if (was_forced) force_isa(saved);
+        else unforce_isa();
+    }
 };
 
 TEST(QuantDequant, Q4_0KnownBlock) {
@@ -462,6 +467,79 @@ TEST(QuantMatmul, TilesBitIdenticalToReferenceAnyBatch) {
             }
         }
     }
+}
+
+// Kernels chosen by measurement (no level forced): each row bucket may run
+// another level's tiles, and every result must still be the reference's bits.
+TEST(QuantMatmul, MeasuredKernelChoiceBitIdenticalToReference) {
+    std::mt19937 rng(77);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    ThreadPool pool2(2);
+    IsaGuard guard;
+    unforce_isa();
+    for (TensorType type : {TensorType::Q4_K, TensorType::Q6_K, TensorType::Q5_0, TensorType::Q8_0,
+                            TensorType::Q4_1}) {
+        ASSERT_TRUE(tiles_exact_across_levels(type));
+        const int64_t n_in = 2 * tensor_type_traits(type).block_elems * (tensor_type_traits(type).block_elems == 32 ? 4 : 1);
+        const int64_t n_out = 37, max_tok = 40;
+        std::vector<float> wf((size_t)(n_out * n_in));
+        for (auto& v : wf) v = nd(rng);
+        const std::vector<uint8_t> wq = quantize_weights(type, wf.data(), n_out, n_in);
+        const WeightMatrix w{type, wq.data(), n_in, n_out, tensor_row_bytes(type, n_in)};
+        std::vector<float> x((size_t)(max_tok * n_in));
+        for (size_t i = 0; i < x.size(); ++i) x[i] = nd(rng) * (i % 37 == 3 ? 900.0f : 1.0f);
+        std::vector<float> ref((size_t)(max_tok * n_out));
+        matmul_reference(w, x.data(), max_tok, ref.data());
+        const KernelChoiceReport rep = kernel_choice_report(type);
+        EXPECT_NE(rep.how, "forced");
+        for (int b = 0; b < kRowBuckets; ++b) EXPECT_NE(kernel_table(rep.isa[b]), nullptr);
+        for (int64_t n_tok : {1, 2, 3, 4, 5, 8, 9, 16, 17, 40}) {
+            std::vector<float> y((size_t)(n_tok * n_out));
+            matmul(w, x.data(), n_tok, y.data(), pool2);
+            ASSERT_EQ(std::memcmp(y.data(), ref.data(), y.size() * sizeof(float)), 0)
+                << tensor_type_name(type) << " n_tok=" << n_tok << " (" << kernel_choice_summary(type) << ")";
+        }
+    }
+}
+
+TEST(QuantDispatch, PickFastestPerBucket) {
+    using A = std::array<double, kRowBuckets>;
+    // level 0 scalar (absent), 1 avx2, 2 avx512: avx2 wins at 1 row, avx512 from 2 on.
+    std::vector<A> ns = {A{-1, -1, -1, -1, -1, -1}, A{1.0, 1.0, 1.0, 1.0, 1.0, 1.0}, A{2.3, 0.8, 0.6, 0.5, 0.5, 0.5}};
+    auto p = pick_fastest(ns);
+    EXPECT_EQ(p[0], Isa::Avx2);
+    for (int b = 1; b < kRowBuckets; ++b) EXPECT_EQ(p[b], Isa::Avx512) << b;
+    // Within the tie margin the higher level keeps the bucket; beyond it the faster one takes it.
+    ns[2] = A{1.02, 1.2, 0.9, 0.9, 0.9, 0.9};
+    p = pick_fastest(ns, 0.03);
+    EXPECT_EQ(p[0], Isa::Avx512);
+    EXPECT_EQ(p[1], Isa::Avx2);
+    // A level with no kernel is never picked, even when it is the only "fast" one.
+    ns = {A{0.1, 0.1, 0.1, 0.1, 0.1, 0.1}, A{-1, -1, -1, -1, -1, -1}, A{1, 1, 1, 1, 1, 1}};
+    p = pick_fastest(ns);
+    EXPECT_EQ(p[0], Isa::Scalar);
+    EXPECT_EQ(row_bucket(1), 0);
+    EXPECT_EQ(row_bucket(2), 1);
+    EXPECT_EQ(row_bucket(4), 2);
+    EXPECT_EQ(row_bucket(5), 3);
+    EXPECT_EQ(row_bucket(16), 4);
+    EXPECT_EQ(row_bucket(17), 5);
+    for (int b = 0; b < kRowBuckets; ++b) EXPECT_EQ(row_bucket(row_bucket_probe_rows(b)), b);
+}
+
+TEST(QuantDispatch, ForcedLevelPinsEveryBucket) {
+    IsaGuard guard;
+    force_isa(Isa::Avx2);
+    for (TensorType t : {TensorType::Q4_K, TensorType::F16}) {
+        const KernelChoiceReport r = kernel_choice_report(t);
+        EXPECT_EQ(r.how, "forced");
+        for (int b = 0; b < kRowBuckets; ++b) EXPECT_EQ((int)r.isa[b], (int)std::min(Isa::Avx2, cpu_max_isa()));
+    }
+    unforce_isa();
+    EXPECT_FALSE(isa_forced());
+    // Float types keep one level for all row counts (their sums differ by level).
+    const KernelChoiceReport f = kernel_choice_report(TensorType::F16);
+    for (int b = 1; b < kRowBuckets; ++b) EXPECT_EQ(f.isa[b], f.isa[0]);
 }
 
 TEST(QuantMatmul, RejectsUnsupported) {

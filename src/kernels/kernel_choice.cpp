@@ -1,0 +1,204 @@
+// Kernel choice by measurement: see kernel_choice.h for why and what is exact.
+#include "kernels/kernel_choice.h"
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <new>
+#include <sstream>
+
+#include "core/clock.h"
+#include "kernels/quantize_act.h"
+
+namespace specdec::kernels {
+
+namespace {
+
+constexpr int64_t kProbeRows[kRowBuckets] = {1, 2, 4, 8, 16, 32};
+constexpr const char* kBucketNames[kRowBuckets] = {"1", "2", "3-4", "5-8", "9-16", "17+"};
+
+// Calibration matrix: twice this machine kind's 32 MiB last-level cache, so
+// the 1- and 2-row timings stream from memory as decode does.
+constexpr size_t kCalibWeightBytes = (size_t)64 << 20;
+constexpr int64_t kCalibNIn = 2048;
+constexpr int kCalibReps = 3;
+
+TileFn level_tile(Isa level, TensorType t) {
+    const KernelTable* k = kernel_table(level);
+    return k ? k->get(t) : nullptr;
+}
+
+// SIMD levels this CPU runs that have a tile of their own for the type.
+std::vector<Isa> simd_candidates(TensorType t) {
+    std::vector<Isa> c;
+    for (int l = (int)Isa::Avx2; l <= (int)cpu_max_isa(); ++l)
+        if (level_tile((Isa)l, t)) c.push_back((Isa)l);
+    return c;
+}
+
+struct Aligned {
+    explicit Aligned(size_t n) : p(static_cast<uint8_t*>(::operator new(n, std::align_val_t{64}))) {}
+    ~Aligned() { ::operator delete(p, std::align_val_t{64}); }
+    Aligned(const Aligned&) = delete;
+    Aligned& operator=(const Aligned&) = delete;
+    uint8_t* p;
+};
+
+// ns per (weight row x activation row) of each candidate level at each bucket.
+std::vector<std::array<double, kRowBuckets>> calibrate(TensorType t, const std::vector<Isa>& levels) {
+    const size_t row_bytes = tensor_row_bytes(t, kCalibNIn);
+    const int64_t n_rows = (int64_t)(kCalibWeightBytes / row_bytes);
+    Aligned w(row_bytes * (size_t)n_rows);
+    // Bytes in [0x10, 0x3B]: every fp16 scale they form is a normal number in
+    // [2^-11, 1), so no denormal or NaN slows a path; quant values are arbitrary.
+    uint32_t s = 12345;
+    for (size_t i = 0; i < row_bytes * (size_t)n_rows; ++i) {
+        s = s * 1664525u + 1013904223u;
+        w.p[i] = (uint8_t)(0x10 + (s >> 24) % 44);
+    }
+    const int64_t max_rows = kProbeRows[kRowBuckets - 1];
+    const size_t a_stride = (act_row_bytes_ext(t, kCalibNIn) + 63) & ~(size_t)63;
+    Aligned a(a_stride * (size_t)max_rows);
+    std::vector<float> x((size_t)kCalibNIn);
+    for (int64_t r = 0; r < max_rows; ++r) {
+        for (auto& v : x) {
+            s = s * 1664525u + 1013904223u;
+            v = ((float)(s >> 8) / 16777216.0f - 0.5f) * 4.0f;
+        }
+        uint8_t* row = a.p + (size_t)r * a_stride;
+        quantize_act_row_fast(t, x.data(), row, kCalibNIn);
+        add_act_row_extras(t, row, kCalibNIn);
+    }
+    std::vector<float> y((size_t)n_rows * 2);
+    std::vector<std::array<double, kRowBuckets>> ns(levels.size());
+    for (int b = 0; b < kRowBuckets; ++b) {
+        const int64_t nt = kProbeRows[b];
+        // About the same work at every bucket: all rows for 1 and 2 activation
+        // rows (memory-bound, as decode), fewer as the rows multiply.
+        const int64_t nr = std::max<int64_t>(64, std::min(n_rows, n_rows * 2 / nt)) & ~(int64_t)1;
+        if (y.size() < (size_t)(nr * nt)) y.resize((size_t)(nr * nt));
+        for (size_t li = 0; li < levels.size(); ++li) {
+            const TileFn f = level_tile(levels[li], t);
+            double best = 1e30;
+            for (int rep = 0; rep < kCalibReps; ++rep) {
+                const double t0 = now_s();
+                f(kCalibNIn, w.p, row_bytes, nr, a.p, a_stride, nt, y.data(), nr);
+                best = std::min(best, now_s() - t0);
+            }
+            ns[li][b] = best * 1e9 / (double)(nr * nt);
+        }
+    }
+    return ns;
+}
+
+struct Slot {
+    std::once_flag once;
+    KernelChoiceReport report;
+    TileFn fn[kRowBuckets] = {};
+};
+Slot& slot(TensorType t) {
+    static Slot slots[KernelTable::kSlots];
+    return slots[(uint32_t)t % KernelTable::kSlots];
+}
+
+// The measured (unforced) choice of a type, made once per process.
+const Slot& measured(TensorType t) {
+    Slot& s = slot(t);
+    std::call_once(s.once, [&] {
+        KernelChoiceReport& r = s.report;
+        r.type = t;
+        const std::vector<Isa> cands = simd_candidates(t);
+        Isa top = Isa::Scalar;
+        for (int l = (int)cpu_max_isa(); l >= 0; --l)
+            if (level_tile((Isa)l, t)) { top = (Isa)l; break; }
+        r.isa.fill(top);
+        if (!tiles_exact_across_levels(t)) r.how = "float: highest level";
+        else if (cands.size() < 2) r.how = "only level";
+        else {
+            r.ns_per_row = calibrate(t, cands);
+            std::vector<std::array<double, kRowBuckets>> by_level((size_t)cpu_max_isa() + 1);
+            for (auto& v : by_level) v.fill(-1.0);
+            for (size_t i = 0; i < cands.size(); ++i) by_level[(size_t)cands[i]] = r.ns_per_row[i];
+            r.isa = pick_fastest(by_level);
+            r.how = "measured";
+        }
+        for (int b = 0; b < kRowBuckets; ++b) s.fn[b] = level_tile(r.isa[b], t);
+    });
+    return s;
+}
+
+}  // namespace
+
+int row_bucket(int64_t n) {
+    if (n <= 1) return 0;
+    if (n == 2) return 1;
+    if (n <= 4) return 2;
+    if (n <= 8) return 3;
+    if (n <= 16) return 4;
+    return 5;
+}
+
+const char* row_bucket_name(int b) { return kBucketNames[std::clamp(b, 0, kRowBuckets - 1)]; }
+int64_t row_bucket_probe_rows(int b) { return kProbeRows[std::clamp(b, 0, kRowBuckets - 1)]; }
+
+bool tiles_exact_across_levels(TensorType t) {
+    switch (t) {
+        case TensorType::Q4_0: case TensorType::Q4_1: case TensorType::Q5_0: case TensorType::Q5_1:
+        case TensorType::Q8_0: case TensorType::Q4_K: case TensorType::Q5_K: case TensorType::Q6_K:
+            return true;
+        default:
+            return false;
+    }
+}
+
+TileFn choose_tile(TensorType t, int64_t n_rows) {
+    if (isa_forced()) return active_tile(t);
+    return measured(t).fn[row_bucket(n_rows)];
+}
+
+Isa chosen_isa(TensorType t, int bucket) {
+    if (isa_forced()) {
+        for (int l = (int)active_isa(); l >= 0; --l)
+            if (level_tile((Isa)l, t)) return (Isa)l;
+        return Isa::Scalar;
+    }
+    return measured(t).report.isa[std::clamp(bucket, 0, kRowBuckets - 1)];
+}
+
+KernelChoiceReport kernel_choice_report(TensorType t) {
+    if (isa_forced()) {
+        KernelChoiceReport r;
+        r.type = t;
+        for (int b = 0; b < kRowBuckets; ++b) r.isa[b] = chosen_isa(t, b);
+        r.how = "forced";
+        return r;
+    }
+    return measured(t).report;
+}
+
+std::string kernel_choice_summary(TensorType t) {
+    const KernelChoiceReport r = kernel_choice_report(t);
+    if (std::all_of(r.isa.begin(), r.isa.end(), [&](Isa i) { return i == r.isa[0]; }))
+        return isa_name(r.isa[0]);
+    std::ostringstream o;
+    for (int b = 0; b < kRowBuckets; ++b) o << (b ? " " : "") << kBucketNames[b] << ":" << isa_name(r.isa[b]);
+    return o.str();
+}
+
+std::array<Isa, kRowBuckets> pick_fastest(const std::vector<std::array<double, kRowBuckets>>& ns, double tie) {
+    std::array<Isa, kRowBuckets> out{};
+    for (int b = 0; b < kRowBuckets; ++b) {
+        int best = -1;
+        for (int l = 0; l < (int)ns.size(); ++l) {
+            const double v = ns[(size_t)l][b];
+            if (v < 0 || !std::isfinite(v)) continue;
+            // Walking up the levels: a higher level takes over unless it is
+            // slower than the best so far by more than the tie margin.
+            if (best < 0 || v <= ns[(size_t)best][b] * (1.0 + tie)) best = l;
+        }
+        out[b] = best < 0 ? Isa::Scalar : (Isa)best;
+    }
+    return out;
+}
+
+}  // namespace specdec::kernels
