@@ -58,15 +58,18 @@ void run_ar_micro(BenchResult& r) {
         model::ForwardResult out;
         const std::string tag = "ar micro t=" + std::to_string(threads);
 
-        // The read roofline of this thread count, measured before the model
-        // runs (a 1 GiB buffer: 32x this machine kind's last-level cache).
-        const BandwidthProbe bw = probe_read_bandwidth(e->pool());
-        const size_t token_bytes = model::weight_bytes_per_token(e->model().weights());
         // Which level's tiles each weight type runs, per row bucket (chosen by
-        // measurement, kernels/kernel_choice.h), before anything is timed.
+        // measurement, kernels/kernel_choice.h; any calibration runs here,
+        // before anything is timed).
         nlohmann::json kernels_used = nlohmann::json::object();
         for (TensorType t : model::matmul_weight_types(e->model().weights()))
             kernels_used[std::string(tensor_type_name(t))] = kernels::kernel_choice_summary(t);
+        // The read roofline of this thread count, measured before the model
+        // runs (a 1 GiB buffer: 32x this machine kind's last-level cache).
+        const BandwidthProbe bw = probe_read_bandwidth(e->pool());
+        // The probe's and the calibration's buffers are freed: the peak RSS below is the engine's own.
+        reset_peak_rss();
+        const size_t token_bytes = model::weight_bytes_per_token(e->model().weights());
         prog.step(tag + " read bandwidth", 0);
 
         // Warm-up: a short prefill touches every weight page once.

@@ -188,6 +188,14 @@ std::string sha256_file(const std::string& path) {
     return s.hex();
 }
 
+bool reset_peak_rss() {
+    std::ofstream out("/proc/self/clear_refs");
+    if (!out) return false;
+    out << "5";
+    out.flush();
+    return (bool)out;
+}
+
 uint64_t peak_rss_bytes() {
     // VmHWM is this address space's high-water mark. getrusage's ru_maxrss is
     // not: Linux carries it across fork and execve, so a specdec started by a

@@ -22,6 +22,10 @@ std::string sha256_file(const std::string& path);
 std::string sha256_hex(const std::string& bytes);
 // Peak resident set size of this address space in bytes (VmHWM; ru_maxrss if /proc is absent).
 uint64_t peak_rss_bytes();
+// Lowers the high-water mark to the current RSS (Linux: "5" to /proc/self/clear_refs),
+// so that a probe's freed buffer (the bandwidth probe's 1 GiB) does not count as the
+// engine's peak. Returns false where the kernel does not support it.
+bool reset_peak_rss();
 uint64_t file_size(const std::string& path);
 // The Python interpreter tools run with: <root>/.venv/bin/python (the project's
 // environment, made by scripts/setup.sh); throws Error if it is missing.
