@@ -123,7 +123,17 @@ struct ActRow {
 
 template <class ActBlock>
 inline ActRow act_row(const uint8_t* row, TensorType wt, int64_t n_in) {
-    const ActExtrasLayout l = act_extras_layout(wt, n_in);
+    // This runs per (weight row, token group), and the layout depends only on
+    // (wt, n_in): memoised per thread, not recomputed out of line each time
+    // (4 % of a Gemma 3 prefill went to act_extras_layout).
+    struct Memo {
+        TensorType t = TensorType::F32;
+        int64_t n = -1;
+        ActExtrasLayout l;
+    };
+    thread_local Memo m;
+    if (m.n != n_in || m.t != wt) m = {wt, n_in, act_extras_layout(wt, n_in)};
+    const ActExtrasLayout& l = m.l;
     return {reinterpret_cast<const ActBlock*>(row)->qs,
             reinterpret_cast<const float*>(row + l.d_offset), row + l.e_offset};
 }
