@@ -146,6 +146,9 @@ void attention_head_avx2(const float* q, const uint16_t* k, const uint16_t* v, i
     // probabilities add exact zeros and are dropped.
     const bool kqv_tiny = attn_detail::kqv_uses_tinyblas(vis, head_dim);
     const int L = kqv_tiny ? 16 : 64;
+    // position % L as a mask (positions are >= 0, L a power of two): a runtime
+    // L made the two bucketing loops one integer division per slot each.
+    const int lane_mask = L - 1;
     thread_local std::vector<int> order;
     thread_local std::vector<float> lane_buf;
     order.resize(n);
@@ -160,13 +163,13 @@ void attention_head_avx2(const float* q, const uint16_t* k, const uint16_t* v, i
         for (; j < n; ++j) scores[j] = round_f16(scores[j] * inv);
     }
     for (int j = 0; j < n; ++j)
-        if (scores[j] != 0.0f) ++start[pos[j] % L + 1];
+        if (scores[j] != 0.0f) ++start[(pos[j] & lane_mask) + 1];
     for (int l = 0; l < L; ++l) start[l + 1] += start[l];
     {
         int fill[64];
         for (int l = 0; l < L; ++l) fill[l] = start[l];
         for (int j = 0; j < n; ++j)
-            if (scores[j] != 0.0f) order[fill[pos[j] % L]++] = j;
+            if (scores[j] != 0.0f) order[fill[pos[j] & lane_mask]++] = j;
     }
 
     // One pass per non-empty lane, accumulating 64 output dims in registers
