@@ -30,6 +30,10 @@ void attention_heads(const float* q, int q_stride, int n_q, const uint16_t* k, c
         attention_heads_avx512(q, q_stride, n_q, k, v, kv_stride, head_dim, scale, vis, scores, out, out_stride);
         return;
     }
+    if (head_dim % 8 == 0 && head_dim <= 1024 && active_isa() != Isa::Scalar) {
+        attention_heads_avx2(q, q_stride, n_q, k, v, kv_stride, head_dim, scale, vis, scores, out, out_stride);
+        return;
+    }
     for (int i = 0; i < n_q; ++i)
         attention_head(q + (size_t)i * q_stride, k, v, kv_stride, head_dim, scale, vis, scores,
                        out + (size_t)i * out_stride);

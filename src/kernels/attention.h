@@ -71,6 +71,12 @@ void attention_head_reference(const float* q, const uint16_t* k, const uint16_t*
 void attention_head_avx2(const float* q, const uint16_t* k, const uint16_t* v, int kv_stride, int head_dim,
                          float scale, const VisibleSlots& vis, float* scores, float* out);
 
+// The same for the n_q heads of a GQA group (see attention_heads): each K row
+// and V chunk is converted from f16 once for the group, and each head's result
+// is bit-identical to attention_head_avx2 on it alone. head_dim % 8 == 0, <= 1024.
+void attention_heads_avx2(const float* q, int q_stride, int n_q, const uint16_t* k, const uint16_t* v,
+                          int kv_stride, int head_dim, float scale, const VisibleSlots& vis, float* scores,
+                          float* out, int out_stride);
 // Attention of n_q query heads that share one KV head (a GQA group) and one
 // visible set: head i reads q + i * q_stride and writes out + i * out_stride,
 // and its result is bit-identical to attention_head on it alone (so a row's

@@ -99,31 +99,34 @@ inline float* add_lanes(float* a, float* b, int n) {
     return a;
 }
 
-}  // namespace
-
-void attention_head_avx2(const float* q, const uint16_t* k, const uint16_t* v, int kv_stride, int head_dim,
-                         float scale, const VisibleSlots& vis, float* scores, float* out) {
-    for (int d = 0; d < head_dim; ++d) out[d] = 0.0f;
-    int n = 0;
-    const int *slots = nullptr, *pos = nullptr;
-    attn_detail::visible_cells(vis, n, slots, pos);
-    if (n == 0) return;
-
-    // KQ with q rounded to f16.
-    alignas(32) float qh[1024];
-    for (int d = 0; d < head_dim; d += 8) {
-        const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(q + d), _MM_FROUND_TO_NEAREST_INT);
-        _mm256_store_ps(qh + d, _mm256_cvtph_ps(h));
+// The K row of one slot as f32 (f16 -> f32 is exact), converted once and
+// read by every head of the group: the dots below are dot_tinyblas and
+// dot_vec_f16 with the conversion hoisted, the same products in the same order.
+inline float dot_tinyblas_f32(const float* x, const float* y, int n) {
+    __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+    for (int i = 0; i < n; i += 16) {
+        lo = _mm256_fmadd_ps(_mm256_load_ps(x + i), _mm256_load_ps(y + i), lo);
+        hi = _mm256_fmadd_ps(_mm256_load_ps(x + i + 8), _mm256_load_ps(y + i + 8), hi);
     }
-    const bool kq_tiny = attn_detail::kq_uses_tinyblas(vis, head_dim);
+    return hsum8(_mm256_add_ps(lo, hi));
+}
+inline float dot_vec_f32(const float* x, const float* y, int n) {
+    const int np = n & ~63;
+    __m256 a[8];
+    for (auto& r : a) r = _mm256_setzero_ps();
+    for (int i = 0; i < np; i += 64)
+        for (int s = 0; s < 8; ++s) a[s] = _mm256_fmadd_ps(_mm256_load_ps(x + i + 8 * s), _mm256_load_ps(y + i + 8 * s), a[s]);
+    const __m256 lo = _mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6]));
+    const __m256 hi = _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7]));
+    double sum = hsum8(_mm256_add_ps(lo, hi));
+    for (int i = np; i < n; ++i) sum += (double)(x[i] * y[i]);
+    return (float)sum;
+}
+
+// Softmax of one head's n scores in place, then P rounded to f16 (see attention.h).
+void softmax_row(float* scores, int n, const int* pos) {
     float mx = -std::numeric_limits<float>::infinity();
-    for (int j = 0; j < n; ++j) {
-        const uint16_t* kr = k + (size_t)slots[j] * kv_stride;
-        const float s = (kq_tiny ? dot_tinyblas(qh, kr, head_dim) : dot_vec_f16(qh, kr, head_dim)) * scale;
-        scores[j] = s;
-        mx = std::max(mx, s);
-    }
-
+    for (int j = 0; j < n; ++j) mx = std::max(mx, scores[j]);
     // exp, elementwise (grouping is free); then the per-16-slot-chunk tree
     // sums added in double in slot order.
     {
@@ -141,76 +144,180 @@ void attention_head_avx2(const float* q, const uint16_t* k, const uint16_t* v, i
         sum += (double)hsum8(_mm256_add_ps(_mm256_load_ps(lanes), _mm256_load_ps(lanes + 8)));
     }
     const float inv = (float)(1.0 / sum);
+    const __m256 vinv = _mm256_set1_ps(inv);
+    int j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const __m128i h = _mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(scores + j), vinv), _MM_FROUND_TO_NEAREST_INT);
+        _mm256_storeu_ps(scores + j, _mm256_cvtph_ps(h));
+    }
+    for (; j < n; ++j) scores[j] = round_f16(scores[j] * inv);
+}
 
-    // P rounded to f16, bucketed by lane = position % L keeping position order; zero
-    // probabilities add exact zeros and are dropped.
-    const bool kqv_tiny = attn_detail::kqv_uses_tinyblas(vis, head_dim);
+// KQV of G heads over output dims [d0, d0 + 8 * w), w <= NV: lane l walks its
+// slots (order[start[l] .. start[l+1]), in position order) and every head
+// accumulates p * V from zero with FMAs, as ggml's lane does; each V chunk is
+// converted once for all G heads. A slot where one head's p is 0 adds an
+// exact zero to that head (V is finite), so the slots only some heads use
+// need no special case. lane_buf: (G, L, D) floats.
+template <int G, int NV>
+void kqv_lanes(const float* p, int ss, const uint16_t* v, int kv_stride, const int* slots, const int* order,
+               const int* start, int L, int D, int d0, float* lane_buf) {
+    const int w = std::min(NV, (D - d0) / 8);
+    for (int l = 0; l < L; ++l) {
+        if (start[l] == start[l + 1]) continue;
+        __m256 acc[G][NV];
+        for (int g = 0; g < G; ++g)
+            for (int r = 0; r < NV; ++r) acc[g][r] = _mm256_setzero_ps();
+        for (int t = start[l]; t < start[l + 1]; ++t) {
+            const int j = order[t];
+            const uint16_t* vr = v + (size_t)slots[j] * kv_stride + d0;
+            if constexpr (G == 1) {
+                // One head: 8 accumulators and the loads inline (holding 8
+                // converted chunks as well would spill).
+                const __m256 pv = _mm256_set1_ps(p[j]);
+                for (int r = 0; r < NV; ++r)
+                    if (r < w) acc[0][r] = _mm256_fmadd_ps(pv, load_f16(vr + 8 * r), acc[0][r]);
+            } else {
+                __m256 vz[NV];
+                for (int r = 0; r < NV; ++r) vz[r] = r < w ? load_f16(vr + 8 * r) : _mm256_setzero_ps();
+                for (int g = 0; g < G; ++g) {
+                    const __m256 pv = _mm256_set1_ps(p[(size_t)g * ss + j]);
+                    for (int r = 0; r < NV; ++r)
+                        if (r < w) acc[g][r] = _mm256_fmadd_ps(pv, vz[r], acc[g][r]);
+                }
+            }
+        }
+        for (int g = 0; g < G; ++g)
+            for (int r = 0; r < NV; ++r)
+                if (r < w) _mm256_storeu_ps(lane_buf + ((size_t)g * L + l) * D + d0 + 8 * r, acc[g][r]);
+    }
+}
+
+// Dims per pass by group size: the G x NV accumulators and NV V chunks fit
+// the 16 ymm registers.
+template <int G>
+void kqv_all_dims(const float* p, int ss, const uint16_t* v, int kv_stride, const int* slots, const int* order,
+                  const int* start, int L, int D, float* lane_buf) {
+    constexpr int NV = G == 1 ? 8 : G == 2 ? 4 : 2;
+    for (int d0 = 0; d0 < D; d0 += 8 * NV)
+        kqv_lanes<G, NV>(p, ss, v, kv_stride, slots, order, start, L, D, d0, lane_buf);
+}
+
+void kqv_dispatch(int G, const float* p, int ss, const uint16_t* v, int kv_stride, const int* slots,
+                  const int* order, const int* start, int L, int D, float* lane_buf) {
+    switch (G) {
+        case 1: kqv_all_dims<1>(p, ss, v, kv_stride, slots, order, start, L, D, lane_buf); break;
+        case 2: kqv_all_dims<2>(p, ss, v, kv_stride, slots, order, start, L, D, lane_buf); break;
+        case 3: kqv_all_dims<3>(p, ss, v, kv_stride, slots, order, start, L, D, lane_buf); break;
+        case 4: kqv_all_dims<4>(p, ss, v, kv_stride, slots, order, start, L, D, lane_buf); break;
+        case 5: kqv_all_dims<5>(p, ss, v, kv_stride, slots, order, start, L, D, lane_buf); break;
+        default: kqv_all_dims<6>(p, ss, v, kv_stride, slots, order, start, L, D, lane_buf); break;
+    }
+}
+constexpr int kMaxHeadsPerPass = 6;
+
+}  // namespace
+
+void attention_head_avx2(const float* q, const uint16_t* k, const uint16_t* v, int kv_stride, int head_dim,
+                         float scale, const VisibleSlots& vis, float* scores, float* out) {
+    attention_heads_avx2(q, head_dim, 1, k, v, kv_stride, head_dim, scale, vis, scores, out, head_dim);
+}
+
+void attention_heads_avx2(const float* q, int q_stride, int n_q, const uint16_t* k, const uint16_t* v,
+                          int kv_stride, int head_dim, float scale, const VisibleSlots& vis, float* scores,
+                          float* out, int out_stride) {
+    const int D = head_dim;
+    for (int g = 0; g < n_q; ++g)
+        for (int d = 0; d < D; ++d) out[(size_t)g * out_stride + d] = 0.0f;
+    int n = 0;
+    const int *slots = nullptr, *pos = nullptr;
+    attn_detail::visible_cells(vis, n, slots, pos);
+    if (n == 0) return;
+    const bool kq_tiny = attn_detail::kq_uses_tinyblas(vis, D);
+    const bool kqv_tiny = attn_detail::kqv_uses_tinyblas(vis, D);
     const int L = kqv_tiny ? 16 : 64;
     // position % L as a mask (positions are >= 0, L a power of two): a runtime
-    // L made the two bucketing loops one integer division per slot each.
+    // L made the bucketing loops one integer division per slot each.
     const int lane_mask = L - 1;
+
+    // Heads in passes of near-equal size (7 heads: 4 + 3, not 6 + 1).
+    const int n_pass = (n_q + kMaxHeadsPerPass - 1) / kMaxHeadsPerPass;
+    const int per_pass = (n_q + n_pass - 1) / n_pass;
+    thread_local std::vector<float> qbuf, lane_buf;
     thread_local std::vector<int> order;
-    thread_local std::vector<float> lane_buf;
+    qbuf.resize((size_t)kMaxHeadsPerPass * D + 8);
+    float* qh = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(qbuf.data()) + 31) & ~(uintptr_t)31);
     order.resize(n);
-    int start[65] = {};
-    {
-        const __m256 vinv = _mm256_set1_ps(inv);
-        int j = 0;
-        for (; j + 8 <= n; j += 8) {
-            const __m128i h = _mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(scores + j), vinv), _MM_FROUND_TO_NEAREST_INT);
-            _mm256_storeu_ps(scores + j, _mm256_cvtph_ps(h));
-        }
-        for (; j < n; ++j) scores[j] = round_f16(scores[j] * inv);
-    }
-    for (int j = 0; j < n; ++j)
-        if (scores[j] != 0.0f) ++start[(pos[j] & lane_mask) + 1];
-    for (int l = 0; l < L; ++l) start[l + 1] += start[l];
-    {
-        int fill[64];
-        for (int l = 0; l < L; ++l) fill[l] = start[l];
-        for (int j = 0; j < n; ++j)
-            if (scores[j] != 0.0f) order[fill[pos[j] & lane_mask]++] = j;
-    }
+    lane_buf.resize((size_t)kMaxHeadsPerPass * L * D);
+    alignas(32) float kf[1024];
 
-    // One pass per non-empty lane, accumulating 64 output dims in registers
-    // over that lane's slots in slot order (FMA from zero, as ggml's lanes).
-    lane_buf.resize((size_t)L * head_dim);
-    float* lane_ptr[64];
-    for (int l = 0; l < L; ++l) {
-        lane_ptr[l] = nullptr;
-        if (start[l] == start[l + 1]) continue;
-        float* dst = lane_buf.data() + (size_t)l * head_dim;
-        lane_ptr[l] = dst;
-        for (int d0 = 0; d0 < head_dim; d0 += 64) {
-            const int w = std::min(64, head_dim - d0) / 8;
-            __m256 acc[8];
-            for (int r = 0; r < 8; ++r) acc[r] = _mm256_setzero_ps();
-            for (int t = start[l]; t < start[l + 1]; ++t) {
-                const int j = order[t];
-                const __m256 pv = _mm256_set1_ps(scores[j]);
-                const uint16_t* vr = v + (size_t)slots[j] * kv_stride + d0;
-                for (int r = 0; r < w; ++r) acc[r] = _mm256_fmadd_ps(pv, load_f16(vr + 8 * r), acc[r]);
+    for (int g0 = 0; g0 < n_q; g0 += per_pass) {
+        const int G = std::min(per_pass, n_q - g0);
+        // q rounded to f16 (ggml's vec_dot_type).
+        for (int g = 0; g < G; ++g)
+            for (int d = 0; d < D; d += 8) {
+                const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(q + (size_t)(g0 + g) * q_stride + d), _MM_FROUND_TO_NEAREST_INT);
+                _mm256_store_ps(qh + (size_t)g * D + d, _mm256_cvtph_ps(h));
             }
-            for (int r = 0; r < w; ++r) _mm256_storeu_ps(dst + d0 + 8 * r, acc[r]);
+        // KQ: each K row converted once, dotted with every head of the pass.
+        float* sc = scores;  // G rows of n
+        for (int j = 0; j < n; ++j) {
+            const uint16_t* kr = k + (size_t)slots[j] * kv_stride;
+            if (G == 1) {  // nothing to share: convert while dotting
+                sc[j] = (kq_tiny ? dot_tinyblas(qh, kr, D) : dot_vec_f16(qh, kr, D)) * scale;
+                continue;
+            }
+            for (int d = 0; d < D; d += 8) _mm256_store_ps(kf + d, load_f16(kr + d));
+            for (int g = 0; g < G; ++g)
+                sc[(size_t)g * n + j] =
+                    (kq_tiny ? dot_tinyblas_f32(qh + (size_t)g * D, kf, D) : dot_vec_f32(qh + (size_t)g * D, kf, D)) * scale;
         }
-    }
+        for (int g = 0; g < G; ++g) softmax_row(sc + (size_t)g * n, n, pos);
 
-    // Reduce the lanes per output dim: vec_dot_f16's x0+=x2, x1+=x3, x0+=x1
-    // first (L = 64), then the 16-lane tree.
-    float* red[16];
-    for (int l = 0; l < 16; ++l) {
-        if (kqv_tiny) {
-            red[l] = lane_ptr[l];
-        } else {
-            float* a = add_lanes(lane_ptr[l], lane_ptr[l + 32], head_dim);
-            float* b = add_lanes(lane_ptr[l + 16], lane_ptr[l + 48], head_dim);
-            red[l] = add_lanes(a, b, head_dim);
+        // Bucket the slots by lane = position % L keeping position order; a
+        // slot where every head's p is 0 adds nothing and is dropped.
+        int start[65] = {};
+        auto used = [&](int j) {
+            for (int g = 0; g < G; ++g)
+                if (sc[(size_t)g * n + j] != 0.0f) return true;
+            return false;
+        };
+        for (int j = 0; j < n; ++j)
+            if (used(j)) ++start[(pos[j] & lane_mask) + 1];
+        for (int l = 0; l < L; ++l) start[l + 1] += start[l];
+        {
+            int fill[64];
+            for (int l = 0; l < L; ++l) fill[l] = start[l];
+            for (int j = 0; j < n; ++j)
+                if (used(j)) order[fill[pos[j] & lane_mask]++] = j;
+        }
+        kqv_dispatch(G, sc, n, v, kv_stride, slots, order.data(), start, L, D, lane_buf.data());
+
+        // Reduce the lanes per head and output dim: vec_dot_f16's x0+=x2,
+        // x1+=x3, x0+=x1 first (L = 64), then the 16-lane tree. An empty
+        // lane is an exact +0 operand (nullptr); a lane only some heads use
+        // holds +0 for the others, which adds nothing either.
+        for (int g = 0; g < G; ++g) {
+            float* lane_ptr[64];
+            for (int l = 0; l < L; ++l)
+                lane_ptr[l] = start[l] == start[l + 1] ? nullptr : lane_buf.data() + ((size_t)g * L + l) * D;
+            float* red[16];
+            for (int l = 0; l < 16; ++l) {
+                if (kqv_tiny) {
+                    red[l] = lane_ptr[l];
+                } else {
+                    float* a = add_lanes(lane_ptr[l], lane_ptr[l + 32], D);
+                    float* b = add_lanes(lane_ptr[l + 16], lane_ptr[l + 48], D);
+                    red[l] = add_lanes(a, b, D);
+                }
+            }
+            for (int step = 8; step >= 1; step /= 2)
+                for (int l = 0; l < step; ++l) red[l] = add_lanes(red[l], red[l + step], D);
+            float* o = out + (size_t)(g0 + g) * out_stride;
+            if (red[0])
+                for (int d = 0; d < D; ++d) o[d] = red[0][d];
         }
     }
-    for (int step = 8; step >= 1; step /= 2)
-        for (int l = 0; l < step; ++l) red[l] = add_lanes(red[l], red[l + step], head_dim);
-    if (red[0])
-        for (int d = 0; d < head_dim; ++d) out[d] = red[0][d];
 }
 
 }  // namespace specdec::kernels
