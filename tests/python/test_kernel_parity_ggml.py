@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import MODELS_DIR, REPO_ROOT
+from conftest import REPO_ROOT, model_path
 
 llama_cpp = pytest.importorskip("llama_cpp")
 gguf = pytest.importorskip("gguf")
@@ -55,11 +55,11 @@ NAMES = {F16: "F16", Q4_0: "Q4_0", Q4_1: "Q4_1", Q5_0: "Q5_0", Q5_1: "Q5_1", Q8_
 
 # Real weights: (model file, tensor name) per type.
 REAL = {
-    Q4_1: ("smollm2-135m-instruct-q4_1.gguf", "blk.0.ffn_down.weight"),
-    Q8_0: ("smollm2-135m-instruct-q4_1.gguf", "token_embd.weight"),
-    Q5_0: ("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "blk.0.attn_q.weight"),
-    Q4_K: ("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", None),
-    Q6_K: ("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", None),
+    Q4_1: ("smollm2-135m-instruct-q4_1", "blk.0.ffn_down.weight"),
+    Q8_0: ("smollm2-135m-instruct-q4_1", "token_embd.weight"),
+    Q5_0: ("qwen2.5-coder-0.5b-instruct-q4_k_m", "blk.0.attn_q.weight"),
+    Q4_K: ("qwen2.5-coder-0.5b-instruct-q4_k_m", None),
+    Q6_K: ("qwen2.5-coder-0.5b-instruct-q4_k_m", None),
 }
 SYNTH = [Q4_0, Q5_1, Q5_K, F16, BF16]
 EXACT = {Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K}
@@ -164,16 +164,14 @@ def ggml():
 
 def real_weights(wtype):
     fname, tname = REAL[wtype]
-    p = MODELS_DIR / fname
-    if not p.exists():
-        pytest.fail(f"model missing: {p} (run: .venv/bin/python tools/fetch_models.py --all)", pytrace=False)
+    p = model_path(fname)  # through models/manifest.json; fails with the fetch command if missing
     r = gguf.GGUFReader(str(p))
     for t in r.tensors:
         if int(t.tensor_type) == wtype and (tname is None or t.name == tname):
             data = np.asarray(t.data)
             n_in = int(t.shape[0])
             return np.ascontiguousarray(data[:N_ROWS]).view(np.uint8).reshape(min(N_ROWS, data.shape[0]), -1), n_in, t.name
-    pytest.skip(f"no {NAMES[wtype]} tensor in {fname}")
+    pytest.fail(f"no {NAMES[wtype]} tensor in {fname}", pytrace=False)
 
 
 def activations(n_in, seed):
