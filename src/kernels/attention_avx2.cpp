@@ -64,12 +64,21 @@ inline __m256 v_expf8(__m256 x) {
     return res;
 }
 
+// The key operand of a dot: an f16 cache row (converted while loading) or
+// an f32 copy of one (converted once for a GQA group; f16 -> f32 is exact, so
+// both give the same products in the same order).
+inline __m256 load8(const uint16_t* p) { return load_f16(p); }
+inline __m256 load8(const float* p) { return _mm256_load_ps(p); }
+inline float to_f32(uint16_t h) { return _cvtsh_ss(h); }
+inline float to_f32(float f) { return f; }
+
 // tinyBLAS<16> dot over n % 16 == 0 elements: one 16-lane accumulator.
-inline float dot_tinyblas(const float* x, const uint16_t* y, int n) {
+template <class Y>
+inline float dot_tinyblas(const float* x, const Y* y, int n) {
     __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
     for (int i = 0; i < n; i += 16) {
-        lo = _mm256_fmadd_ps(_mm256_load_ps(x + i), load_f16(y + i), lo);
-        hi = _mm256_fmadd_ps(_mm256_load_ps(x + i + 8), load_f16(y + i + 8), hi);
+        lo = _mm256_fmadd_ps(_mm256_load_ps(x + i), load8(y + i), lo);
+        hi = _mm256_fmadd_ps(_mm256_load_ps(x + i + 8), load8(y + i + 8), hi);
     }
     return hsum8(_mm256_add_ps(lo, hi));
 }
@@ -77,16 +86,17 @@ inline float dot_tinyblas(const float* x, const uint16_t* y, int n) {
 // ggml_vec_dot_f16 (AVX-512 build): sum[0..3] of 16 lanes = a[0..7] here
 // (a[2s], a[2s+1] = lo, hi of sum[s]); x0+=x2, x1+=x3, x0+=x1; tree; double
 // leftovers. n % 8 == 0.
-inline float dot_vec_f16(const float* x, const uint16_t* y, int n) {
+template <class Y>
+inline float dot_vec_f16(const float* x, const Y* y, int n) {
     const int np = n & ~63;
     __m256 a[8];
     for (auto& r : a) r = _mm256_setzero_ps();
     for (int i = 0; i < np; i += 64)
-        for (int s = 0; s < 8; ++s) a[s] = _mm256_fmadd_ps(_mm256_load_ps(x + i + 8 * s), load_f16(y + i + 8 * s), a[s]);
+        for (int s = 0; s < 8; ++s) a[s] = _mm256_fmadd_ps(_mm256_load_ps(x + i + 8 * s), load8(y + i + 8 * s), a[s]);
     const __m256 lo = _mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6]));
     const __m256 hi = _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7]));
     double sum = hsum8(_mm256_add_ps(lo, hi));
-    for (int i = np; i < n; ++i) sum += (double)(x[i] * _cvtsh_ss(y[i]));
+    for (int i = np; i < n; ++i) sum += (double)(x[i] * to_f32(y[i]));
     return (float)sum;
 }
 
@@ -97,30 +107,6 @@ inline float* add_lanes(float* a, float* b, int n) {
     if (!b) return a;
     for (int d = 0; d < n; d += 8) _mm256_storeu_ps(a + d, _mm256_add_ps(_mm256_loadu_ps(a + d), _mm256_loadu_ps(b + d)));
     return a;
-}
-
-// The K row of one slot as f32 (f16 -> f32 is exact), converted once and
-// read by every head of the group: the dots below are dot_tinyblas and
-// dot_vec_f16 with the conversion hoisted, the same products in the same order.
-inline float dot_tinyblas_f32(const float* x, const float* y, int n) {
-    __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
-    for (int i = 0; i < n; i += 16) {
-        lo = _mm256_fmadd_ps(_mm256_load_ps(x + i), _mm256_load_ps(y + i), lo);
-        hi = _mm256_fmadd_ps(_mm256_load_ps(x + i + 8), _mm256_load_ps(y + i + 8), hi);
-    }
-    return hsum8(_mm256_add_ps(lo, hi));
-}
-inline float dot_vec_f32(const float* x, const float* y, int n) {
-    const int np = n & ~63;
-    __m256 a[8];
-    for (auto& r : a) r = _mm256_setzero_ps();
-    for (int i = 0; i < np; i += 64)
-        for (int s = 0; s < 8; ++s) a[s] = _mm256_fmadd_ps(_mm256_load_ps(x + i + 8 * s), _mm256_load_ps(y + i + 8 * s), a[s]);
-    const __m256 lo = _mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6]));
-    const __m256 hi = _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7]));
-    double sum = hsum8(_mm256_add_ps(lo, hi));
-    for (int i = np; i < n; ++i) sum += (double)(x[i] * y[i]);
-    return (float)sum;
 }
 
 // Softmax of one head's n scores in place, then P rounded to f16 (see attention.h).
@@ -270,7 +256,7 @@ void attention_heads_avx2(const float* q, int q_stride, int n_q, const uint16_t*
             for (int d = 0; d < D; d += 8) _mm256_store_ps(kf + d, load_f16(kr + d));
             for (int g = 0; g < G; ++g)
                 sc[(size_t)g * n + j] =
-                    (kq_tiny ? dot_tinyblas_f32(qh + (size_t)g * D, kf, D) : dot_vec_f32(qh + (size_t)g * D, kf, D)) * scale;
+                    (kq_tiny ? dot_tinyblas(qh + (size_t)g * D, kf, D) : dot_vec_f16(qh + (size_t)g * D, kf, D)) * scale;
         }
         for (int g = 0; g < G; ++g) softmax_row(sc + (size_t)g * n, n, pos);
 
