@@ -88,13 +88,13 @@ const KernelTable* kernel_table(Isa isa) {
     }
 }
 
-TileFn active_tile(TensorType type) {
-    for (int level = (int)active_isa(); level >= 0; --level) {
-        if (const KernelTable* k = kernel_table((Isa)level)) {
-            if (TileFn f = k->get(type)) return f;
-        }
+Isa tile_level(TensorType type, Isa from) {
+    for (int level = (int)from; level > 0; --level) {
+        if (const KernelTable* k = kernel_table((Isa)level); k && k->get(type)) return (Isa)level;
     }
-    return nullptr;
+    return Isa::Scalar;
 }
+
+TileFn active_tile(TensorType type) { return kernel_table(tile_level(type, active_isa()))->get(type); }
 
 }  // namespace specdec::kernels

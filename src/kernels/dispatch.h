@@ -26,6 +26,9 @@ bool isa_forced();
 void unforce_isa();
 // The table of a level, or nullptr if this CPU cannot run it.
 const KernelTable* kernel_table(Isa isa);
+// The highest level at or below `from` whose table has a tile for the type
+// (Scalar when none does).
+Isa tile_level(TensorType type, Isa from);
 // Tile kernel of a weight type at the active level, falling back to lower
 // levels for types a SIMD table does not cover.
 TileFn active_tile(TensorType type);

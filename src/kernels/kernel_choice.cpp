@@ -108,10 +108,7 @@ const Slot& measured(TensorType t) {
         KernelChoiceReport& r = s.report;
         r.type = t;
         const std::vector<Isa> cands = simd_candidates(t);
-        Isa top = Isa::Scalar;
-        for (int l = (int)cpu_max_isa(); l >= 0; --l)
-            if (level_tile((Isa)l, t)) { top = (Isa)l; break; }
-        r.isa.fill(top);
+        r.isa.fill(tile_level(t, cpu_max_isa()));
         if (!tiles_exact_across_levels(t)) r.how = "float: highest level";
         else if (cands.size() < 2) r.how = "only level";
         else {
@@ -157,11 +154,7 @@ TileFn choose_tile(TensorType t, int64_t n_rows) {
 }
 
 Isa chosen_isa(TensorType t, int bucket) {
-    if (isa_forced()) {
-        for (int l = (int)active_isa(); l >= 0; --l)
-            if (level_tile((Isa)l, t)) return (Isa)l;
-        return Isa::Scalar;
-    }
+    if (isa_forced()) return tile_level(t, active_isa());
     return measured(t).report.isa[std::clamp(bucket, 0, kRowBuckets - 1)];
 }
 
