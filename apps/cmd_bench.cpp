@@ -32,7 +32,7 @@ int cmd_bench(int argc, char** argv) {
     app.add_option("--draft-layers", o.draft_layers,
                    "self-speculation draft instead of -d: the target's first L layers, a list such as 0-7,10, "
                    "or auto (the choice `specdec calibrate` saved)");
-    app.add_option("--method", methods, "comma-separated methods: ar,chain,tree,ngram,ssd");
+    app.add_option("--method", methods, "comma-separated methods: ar,auto,chain,tree,ngram,ssd");
     app.add_option("--tree-budget", budgets, "tree: node budgets incl. the root (comma-separated)");
     app.add_option("--tree-depth", depths, "tree: max depths (comma-separated)");
     app.add_option("--tree-topk", topks, "tree: children per node (comma-separated)");
@@ -130,7 +130,7 @@ int cmd_bench(int argc, char** argv) {
         if (unset("--set") && unset("--prompts")) sets = "humaneval,sharegpt";
         if (unset("--limit")) o.limit = 164;
         if (unset("--max-turns")) o.max_turns = 2;
-        if (unset("--method")) methods = "ar,chain,tree,ngram,ssd";
+        if (unset("--method")) methods = "ar,auto,chain,tree,ngram,ssd";
         if (unset("--n-predict")) o.n_predict = 64;
         if (unset("--draft-k")) ks = "4";
         if (unset("--tree-budget")) budgets = "8";

@@ -46,10 +46,13 @@ int cmd_generate(int argc, char** argv) {
     app.add_flag("--json", json, "print one JSON object instead of streaming text");
     // Speculative decoding.
     sched::SpecConfig spec;
-    std::string method = "ar", draft_model, mode = "performance";
-    app.add_option("--method", method, "decoding method: ar, chain, tree, ngram, ssd")
-        ->check(CLI::IsMember({"ar", "chain", "tree", "ngram", "ssd"}));
-    app.add_option("-d,--draft", draft_model, "draft model (GGUF file or manifest name) for chain and tree");
+    std::string method, draft_model, mode = "performance";
+    app.add_option("--method", method,
+                   "decoding method: auto (each round the cost model picks a draft chain, a lookup chain or "
+                   "none; the default when greedy), ar (the default when sampling: a seed then reproduces "
+                   "the text), chain, tree, ngram, ssd")
+        ->check(CLI::IsMember({"auto", "ar", "chain", "tree", "ngram", "ssd"}));
+    app.add_option("-d,--draft", draft_model, "draft model (GGUF file or manifest name) for chain, tree and auto");
     std::string draft_layers;
     app.add_option("--draft-layers", draft_layers,
                    "self-speculation (no -d needed): the draft is the target's first L layers (L), the layers "
@@ -105,6 +108,10 @@ int cmd_generate(int argc, char** argv) {
         req.prompt = prompt;
     }
     eopts.model_path = runtime::resolve_model(model);
+    // Auto's choices depend on measured times, so under sampling a seed would
+    // not reproduce its text from run to run (the output is still exact in
+    // distribution): there the default is AR.
+    if (method.empty()) method = req.sampling.greedy() ? "auto" : "ar";
     const bool ssd_asked = method == "ssd";  // not a SyncScheduler method
     spec.method = sched::parse_method(ssd_asked ? "chain" : method);
     ssd_cli.apply(ssd);
@@ -130,9 +137,12 @@ int cmd_generate(int argc, char** argv) {
                   " needs a draft model (-d DRAFT) or a self-speculation depth (--draft-layers L)");
     SPECDEC_CHECK(!self_spec || draft_model.empty(), "give either -d DRAFT or --draft-layers L, not both");
     std::vector<int> keep_layers;
+    bool auto_without_draft = false;
     if (self_spec) {
         // Parsed (and an `auto` file read) even when no draft runs, so bad input is always reported.
         const runtime::DraftLayers d = runtime::resolve_draft_layers(draft_layers, eopts.model_path);
+        // Auto keeps prompt lookup and drops the draft that calibration found slower than AR.
+        if (d.use_ar && spec.method == sched::Method::Auto) auto_without_draft = true;
         if (d.use_ar && spec.needs_draft()) {
             // Output is identical either way (lossless); AR is what calibration measured fastest.
             std::fprintf(stderr, "note: calibration found no draft depth faster than AR; decoding with ar\n");
@@ -144,7 +154,9 @@ int cmd_generate(int argc, char** argv) {
     const bool is_ssd = method == "ssd";
     auto engine = runtime::Engine::load(eopts);
     std::unique_ptr<runtime::Engine> draft;
-    if (spec.needs_draft() || is_ssd) {
+    const bool auto_draft =
+        spec.method == sched::Method::Auto && (!draft_model.empty() || self_spec) && !auto_without_draft;
+    if (spec.needs_draft() || is_ssd || auto_draft) {
         runtime::EngineOptions dopts = eopts;
         dopts.model_path = self_spec ? eopts.model_path : runtime::resolve_model(draft_model);
         dopts.keep_layers = keep_layers;  // validated against the model when it loads
@@ -198,6 +210,12 @@ int cmd_generate(int argc, char** argv) {
             j["verify_s"] = st.verify_s;
             j["commit_s"] = st.commit_s;
             if (draft) j["draft_model"] = draft->options().model_path;
+            if (spec.method == sched::Method::Auto)
+                j["auto"] = {{"rounds_none", st.auto_none},
+                             {"rounds_lookup", st.auto_lookup},
+                             {"rounds_draft", st.auto_draft},
+                             {"predicted_s", st.auto_predicted_s},
+                             {"measured_s", st.auto_measured_s}};
             if (draft && self_spec) j["draft_layers"] = model::format_layer_list(draft->model().layers_run());
             if (is_ssd) {
                 j["cache_hit_rate"] = sst.hit_rate();

@@ -194,6 +194,10 @@ nlohmann::json record_json(const BenchResult& r, const TurnRecord& t) {
         j["drafted"] = t.drafted;
         j["accepted"] = t.accepted;
         j["lookup_rounds"] = t.lookup_rounds;
+        if (c.method == "auto") {
+            j["auto_none"] = t.auto_none;
+            j["auto_draft"] = t.auto_draft;
+        }
         j["mean_accept_len"] = t.mean_accept_len;
         j["draft_s"] = t.draft_s;
         j["tree_s"] = t.tree_s;

@@ -45,7 +45,8 @@ std::string fmt_num(double v) {
 std::string RunConfig::label() const {
     std::string s = method;
     if (method == "tree") s += " b=" + std::to_string(tree_budget) + " d=" + std::to_string(tree_depth);
-    if (method == "chain" || method == "ngram" || method == "llamacpp-draft") s += " k=" + std::to_string(draft_k);
+    if (method == "chain" || method == "ngram" || method == "llamacpp-draft" || method == "auto")
+        s += " k=" + std::to_string(draft_k);
     if (lookup_min > 0) s += " +lookup" + std::to_string(lookup_min);
     if (method == "ssd") s += " k=" + std::to_string(ssd_k) + " " + fanout + " C=" + fmt_num(saguaro_c);
     if (batch != 1) s += " B=" + std::to_string(batch);
@@ -99,7 +100,7 @@ void Progress::finish() {
 }
 
 bool method_available(const std::string& m, const BenchOptions& o, std::string* why) {
-    if (m == "ar" || m == "ngram") return true;
+    if (m == "ar" || m == "ngram" || m == "auto") return true;  // auto drafts with the draft model only if given
     if (m == "chain" || m == "tree") {
         if (o.draft.empty()) {
             if (why) *why = "method '" + m + "' needs a draft model (-d DRAFT or --draft-layers L)";
@@ -114,7 +115,7 @@ bool method_available(const std::string& m, const BenchOptions& o, std::string* 
         }
         return true;
     }
-    if (why) *why = "unknown method '" + m + "' (known: ar, chain, tree, ngram, ssd)";
+    if (why) *why = "unknown method '" + m + "' (known: ar, auto, chain, tree, ngram, ssd)";
     return false;
 }
 
@@ -215,6 +216,13 @@ std::vector<RunConfig> group_configs(const BenchOptions& o, const std::vector<st
                             c.lookup_min = lm;
                             out.push_back(c);
                         }
+        } else if (m == "auto") {
+            // One configuration: the cost model picks each round's shape, up
+            // to the longest draft chain the sweep offers.
+            RunConfig c = base;
+            c.method = m;
+            c.draft_k = o.draft_k.empty() ? 0 : *std::max_element(o.draft_k.begin(), o.draft_k.end());
+            out.push_back(c);
         } else if (m == "ssd") {
             for (int k : o.ssd_k)
                 for (const auto& f : o.fanout)
@@ -355,7 +363,7 @@ void run_sweep(BenchResult& r) {
     const bool share = paired && o.shared_prefill;
     const auto uses = [&](const char* m) { return std::find(methods.begin(), methods.end(), m) != methods.end(); };
     const bool need_ssd = uses("ssd");
-    const bool need_draft = uses("chain") || uses("tree") || need_ssd;
+    const bool need_draft = uses("chain") || uses("tree") || need_ssd || (uses("auto") && !o.draft.empty());
     const int max_batch = *std::max_element(o.batch.begin(), o.batch.end());
     const int n_conv = (int)r.conversations.size();
     r.prompt_tokens.assign(n_conv, {});
@@ -565,6 +573,8 @@ void run_sweep(BenchResult& r) {
                                     tr.drafted = st.drafted;
                                     tr.accepted = st.accepted;
                                     tr.lookup_rounds = st.lookup_rounds;
+                                    tr.auto_none = st.auto_none;
+                                    tr.auto_draft = st.auto_draft;
                                     tr.mean_accept_len = is_ar ? 1.0 : st.mean_accept_len();
                                     tr.draft_s = st.draft_s;
                                     tr.tree_s = st.tree_s;

@@ -42,6 +42,7 @@ struct TurnRecord {
     int emitted = 0;        // tokens those forwards produced (accepted + bonus)
     int drafted = 0, accepted = 0;
     int lookup_rounds = 0;  // sequence-rounds whose tree was a prompt-lookup chain
+    int auto_none = 0, auto_draft = 0;  // auto: sequence-rounds without a draft / with a draft-model chain
     double mean_accept_len = 0;  // emitted / rounds (sequence-rounds in a batch)
     double draft_s = 0, tree_s = 0, verify_s = 0, commit_s = 0;
     bool has_ssd = false;   // SSD-only fields below are meaningful

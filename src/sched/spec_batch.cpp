@@ -193,6 +193,17 @@ StepReport SpecBatch::step(const OnToken& on_token) {
             trace_->round(i, round_, s.tensors, vr_, times, spec::draft_source(trees_[k]),
                           mode_ == spec::ExecMode::Reference);
     }
+    // Each proposer learns from its own sequences' outcomes (same grouping as
+    // the propose calls above) and the shared forward's time.
+    outcomes_.resize(n);
+    for (size_t k = 0; k < n; ++k) outcomes_[k] = {rep.slots[k].slot, rep.slots[k].drafted, rep.slots[k].accepted};
+    for (size_t a = 0; a < n;) {
+        size_t b = a + 1;
+        spec::Proposer* p = slots_[order_[a]].spec.proposer;
+        while (b < n && slots_[order_[b]].spec.proposer == p) ++b;
+        p->observe({std::span(outcomes_).subspan(a, b - a), rep.forward_rows, verify_s});
+        a = b;
+    }
     stats_.draft_s += times.draft_s;
     stats_.tree_s += times.tree_s;
     ++round_;

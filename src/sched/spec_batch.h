@@ -119,6 +119,7 @@ private:
     std::vector<int> order_;
     std::vector<spec::ProposeInput> inputs_;
     std::vector<spec::DraftTree> trees_;
+    std::vector<spec::RoundOutcome> outcomes_;
     spec::VerifyResult vr_;
 };
 

@@ -9,14 +9,17 @@
 
 namespace specdec::sched {
 
-enum class Method { AR, Chain, Tree, NGram };
+// Auto: each round's shape (a draft-model chain, a lookup chain or none) is
+// chosen by the cost model (spec/adaptive_proposer.h); the draft is optional.
+enum class Method { AR, Chain, Tree, NGram, Auto };
 
 inline Method parse_method(const std::string& s) {
     if (s == "ar") return Method::AR;
     if (s == "chain") return Method::Chain;
     if (s == "tree") return Method::Tree;
     if (s == "ngram") return Method::NGram;
-    throw Error("unknown method '" + s + "' (expected ar, chain, tree or ngram)");
+    if (s == "auto") return Method::Auto;
+    throw Error("unknown method '" + s + "' (expected ar, auto, chain, tree or ngram)");
 }
 inline const char* method_name(Method m) {
     switch (m) {
@@ -24,6 +27,7 @@ inline const char* method_name(Method m) {
         case Method::Chain: return "chain";
         case Method::Tree: return "tree";
         case Method::NGram: return "ngram";
+        case Method::Auto: return "auto";
     }
     return "?";
 }
@@ -50,6 +54,8 @@ struct SpecConfig {
     // for that round (spec/lookup_first_proposer.h; 0: off).
     int lookup_min = 0;
     int lookup_k = 0;  // lookup chain length (0: the draft's own: draft_k, or the tree's depth)
+    // Auto: the longest lookup chain (the draft chain's limit is draft_k).
+    int auto_lookup_max = 8;
     int lookup_len() const {
         if (lookup_k > 0) return lookup_k;
         return method == Method::Chain ? draft_k : std::min(tree_depth, tree_budget - 1);

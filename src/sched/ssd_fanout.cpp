@@ -60,17 +60,14 @@ double backup_switch_batch(double p, double E, double t_sd) {
     return std::log(arg) / std::log(p);
 }
 
-void FanoutEstimator::observe_round(int accepted, int len) {
-    acc_ += accepted;
-    if (accepted < len) rej_ += 1;
-}
+void FanoutEstimator::observe_round(int accepted, int len) { acc_.observe(accepted, len); }
 
 void FanoutEstimator::observe_bonus_rank(int rank) {
     ++ranks_[rank < 0 || rank >= kMaxRank ? kMaxRank : rank];
     ++n_ranks_;
 }
 
-double FanoutEstimator::acceptance() const { return acc_ / (acc_ + rej_); }
+double FanoutEstimator::acceptance() const { return acc_.pooled(); }
 
 double FanoutEstimator::p_hit(int F) const {
     if (n_ranks_ == 0) return 0;

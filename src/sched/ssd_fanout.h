@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "sched/ssd_config.h"
+#include "spec/acceptance_estimator.h"
 
 namespace specdec::sched {
 
@@ -39,7 +40,8 @@ public:
     static constexpr int kMaxRank = 64;
 
 private:
-    double acc_ = 7, rej_ = 3;  // prior a = 0.7
+    // Prior a = 0.7 over 10 pseudo-rounds, nothing forgotten (pooled over depths).
+    spec::AcceptanceEstimator acc_{spec::AcceptanceOptions{0.7, 10.0, 1.0, 16}};
     std::vector<int> ranks_ = std::vector<int>(kMaxRank + 1, 0);  // [kMaxRank]: beyond
     int n_ranks_ = 0;
 };

@@ -5,8 +5,10 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "sched/cost_calibration.h"
 #include "sched/spec_batch.h"
 #include "sched/vocab_subset_source.h"
+#include "spec/adaptive_proposer.h"
 #include "spec/draft_model_proposer.h"
 #include "spec/lookup_first_proposer.h"
 #include "spec/ngram_proposer.h"
@@ -30,6 +32,8 @@ void SyncScheduler::run(const std::vector<std::vector<int32_t>>& prompts, const 
     // One Rng for every draw, in sequence order: the same stream as before the
     // loop became a SpecBatch, so seeded runs reproduce.
     Rng rng(params_.seed);
+    spec::AdaptiveStats auto_before;
+    if (const auto* a = dynamic_cast<const spec::AdaptiveProposer*>(&proposer_)) auto_before = a->stats();
     SpecBatch sb(tgt_, opts_.mode, trace_, &rng);
     const SlotSpec spec{&proposer_, opts_.tree_budget, opts_.tree_depth, opts_.distinct_siblings};
     // Sequence i of the batch lives in slot i; all are admitted before round 0.
@@ -51,7 +55,62 @@ void SyncScheduler::run(const std::vector<std::vector<int32_t>>& prompts, const 
     stats.tree_s += s.tree_s;
     stats.verify_s += s.verify_s;
     stats.commit_s += s.commit_s;
+    if (const auto* a = dynamic_cast<const spec::AdaptiveProposer*>(&proposer_)) {
+        // The proposer's counters are cumulative: this run's share is the
+        // difference from before it.
+        const spec::AdaptiveStats& as = a->stats();
+        stats.auto_none += (int)(as.rounds_none - auto_before.rounds_none);
+        stats.auto_lookup += (int)(as.rounds_lookup - auto_before.rounds_lookup);
+        stats.auto_draft += (int)(as.rounds_draft - auto_before.rounds_draft);
+        stats.auto_predicted_s += as.predicted_s - auto_before.predicted_s;
+        stats.auto_measured_s += as.measured_s - auto_before.measured_s;
+    }
 }
+
+namespace {
+
+// Auto: the draft model's chain (if there is a draft) under the cost model,
+// with prompt lookup; the cost curves are this process's (calibrated on first use).
+ProposerBundle make_adaptive_proposer(const SpecConfig& cfg, runtime::Engine& target, runtime::Engine* draft,
+                                      const sample::SamplingParams& params) {
+    ProposerBundle b;
+    spec::AdaptiveOptions ao;
+    ao.draft_max = std::max(1, cfg.draft_k);
+    ao.lookup_max = std::max(1, cfg.auto_lookup_max);
+    if (cfg.lookup_min > 0) ao.lookup_min_n = cfg.lookup_min;
+    ao.lookup_max_n = std::max(ao.lookup_min_n, cfg.ngram_max + 1);
+    const int max_rows = std::max(ao.draft_max, ao.lookup_max) + 1;
+    std::vector<int> rows;
+    for (int n = 1; n <= std::min(max_rows, 6); ++n) rows.push_back(n);
+    if (max_rows > 6) rows.push_back(max_rows);
+    auto target_costs = row_cost_curve({&target.model(), &target.cache(), &target.pool(), target.options().model_path},
+                                       max_rows, rows);
+    std::shared_ptr<spec::RowCostCurve> draft_costs;
+    std::unique_ptr<spec::Proposer> chain;
+    if (draft) {
+        b.subset = load_vocab_subset(cfg.vocab_subset_n, cfg.vocab_subset_path, cfg.vocab_corpus_path, target);
+        spec::DraftModelOptions o;
+        o.shape = spec::DraftShape::Chain;
+        o.chain_k = ao.draft_max;
+        o.chain_min_prob = cfg.chain_min_prob;
+        o.sampled = true;  // chains under sampling: drafts drawn from q (greedy: the argmax)
+        o.target_n_vocab = target.config().n_vocab;
+        o.window = cfg.draft_window;
+        o.prefill_chunk = draft->options().prefill_chunk;
+        o.params = params;
+        o.subset = b.subset.get();
+        chain = std::make_unique<spec::DraftModelProposer>(draft->model(), draft->cache(), target.pool(), o);
+        // The draft's first forward of a round reads its catch-up rows (the
+        // root, plus whatever it missed while other shapes ran).
+        const std::vector<int> drows{1, 2, 4, 8, 16};
+        draft_costs = row_cost_curve({&draft->model(), &draft->cache(), &target.pool(), draft->options().model_path},
+                                     32, drows);
+    }
+    b.proposer = std::make_unique<spec::AdaptiveProposer>(std::move(chain), target_costs, draft_costs, ao);
+    return b;
+}
+
+}  // namespace
 
 ProposerBundle make_proposer(const SpecConfig& cfg, runtime::Engine& target, runtime::Engine* draft,
                              const sample::SamplingParams& params) {
@@ -68,6 +127,8 @@ ProposerBundle make_proposer(const SpecConfig& cfg, runtime::Engine& target, run
             b.proposer = std::make_unique<spec::NgramProposer>(o);
             return b;
         }
+        case Method::Auto:
+            return make_adaptive_proposer(cfg, target, draft, params);
         case Method::Chain:
         case Method::Tree:
             break;
@@ -108,6 +169,10 @@ SchedulerOptions scheduler_options(const SpecConfig& cfg) {
         case Method::Chain:
         case Method::NGram: s.tree_budget = cfg.draft_k + 1; s.tree_depth = cfg.draft_k; break;
         case Method::Tree: s.tree_budget = cfg.tree_budget; s.tree_depth = cfg.tree_depth; break;
+        case Method::Auto:
+            s.tree_depth = std::max(cfg.draft_k, cfg.auto_lookup_max);
+            s.tree_budget = s.tree_depth + 1;
+            break;
     }
     if (cfg.lookup_min > 0 && cfg.needs_draft()) {
         // Room for a lookup chain longer than the draft's own trees (the draft

@@ -44,6 +44,10 @@ struct SpecStats {
     double prefill_s = 0;
     double decode_s = 0;
     double draft_s = 0, tree_s = 0, verify_s = 0, commit_s = 0;
+    // Auto (spec/adaptive_proposer.h): sequence-rounds by chosen shape, and the
+    // cost model's predicted against the measured seconds of those rounds.
+    int auto_none = 0, auto_lookup = 0, auto_draft = 0;
+    double auto_predicted_s = 0, auto_measured_s = 0;
     // Tokens per target forward per sequence (tau); AR = 1.
     double mean_accept_len() const { return seq_rounds ? (double)emitted / seq_rounds : 0.0; }
 };

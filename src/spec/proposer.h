@@ -18,6 +18,20 @@ struct ProposeInput {
     int max_nodes = 1;                    // cap on tree size incl. the root (context room, tokens left)
 };
 
+// What one verification round did for one sequence a proposer drafted for.
+struct RoundOutcome {
+    int seq = 0;
+    int drafted = 0;   // draft nodes verified (root excluded)
+    int accepted = 0;  // of them accepted (the accepted path's length)
+};
+// The round as the loop timed it: its proposer's sequences, and the one
+// target forward all sequences of the batch shared.
+struct RoundFeedback {
+    std::span<const RoundOutcome> seqs;
+    int forward_rows = 0;
+    double forward_s = 0;
+};
+
 class Proposer {
 public:
     virtual ~Proposer() = default;
@@ -35,6 +49,10 @@ public:
     virtual void propose(std::span<const ProposeInput> in, std::span<DraftTree> out, Rng& rng) = 0;
     // Seconds spent in draft-model forwards during the last propose (0 if none).
     virtual double last_forward_s() const { return 0.0; }
+    // After the round's verification: what became of the trees of the last
+    // propose. Proposers that learn (acceptance, costs) override it; it comes
+    // after the tokens are emitted, so it can only shape later rounds.
+    virtual void observe(const RoundFeedback& fb) {}
 };
 
 // Plain AR: the tree is only its root.

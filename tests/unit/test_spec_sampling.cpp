@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "sched/sync_scheduler.h"
+#include "spec/adaptive_proposer.h"
 #include "spec/draft_model_proposer.h"
 #include "spec/lookup_first_proposer.h"
 #include "unit/distribution_test_support.h"
@@ -48,20 +49,21 @@ enum class Kind {
     ChainTopKAdaptive,
     TreeSampledSubset,
     ChainSampledLookupFirst,
+    Auto,
 };
 
 std::vector<int> sample_counts(test::TinyModel& target, test::TinyModel& draft, ThreadPool& pool, Kind kind, int n) {
     std::vector<int> counts(kV * kV, 0);
     spec::DraftModelOptions o;
-    const bool chain =
-        kind == Kind::ChainSampled || kind == Kind::ChainTopKAdaptive || kind == Kind::ChainSampledLookupFirst;
+    const bool chain = kind == Kind::ChainSampled || kind == Kind::ChainTopKAdaptive ||
+                       kind == Kind::ChainSampledLookupFirst || kind == Kind::Auto;
     o.shape = chain ? spec::DraftShape::Chain : spec::DraftShape::Tree;
     o.chain_k = 3;
     o.tree_topk = 3;
     o.tree_depth = 3;
     o.tree_budget = 8;
     o.sampled = kind == Kind::ChainSampled || kind == Kind::TreeSampled || kind == Kind::TreeSampledSubset ||
-                kind == Kind::ChainSampledLookupFirst;
+                kind == Kind::ChainSampledLookupFirst || kind == Kind::Auto;
     // A draft vocabulary subset of 11 of the 16 tokens, through the subset LM
     // head: the target's tokens outside it still come out at their rate.
     const std::vector<std::vector<int32_t>> corpus{{0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14}};
@@ -88,6 +90,26 @@ std::vector<int> sample_counts(test::TinyModel& target, test::TinyModel& draft, 
         lookup = l.get();
         owner = std::move(l);
     }
+    spec::AdaptiveProposer* adaptive = nullptr;
+    if (kind == Kind::Auto) {
+        // The cost model picks, round by round, a sampled draft chain of 1-3,
+        // a lookup chain (1-grams match often in 16 tokens) or no draft, from
+        // acceptance it learns as it goes: a synthetic cost curve (fixed, so
+        // the test does not depend on this machine's timings) under which
+        // every shape wins somewhere.
+        auto t = std::make_shared<spec::RowCostCurve>(16);
+        auto d = std::make_shared<spec::RowCostCurve>(16);
+        for (int r = 1; r <= 16; ++r) t->set(r, 1.0 + 0.25 * (r - 1)), d->set(r, 0.15 + 0.02 * (r - 1));
+        spec::AdaptiveOptions ao;
+        ao.draft_max = 3;
+        ao.lookup_max = 3;
+        ao.lookup_min_n = 1;
+        ao.revisit_every = 3;
+        ao.learn_costs = false;
+        auto a = std::make_unique<spec::AdaptiveProposer>(std::move(owner), t, d, ao);
+        adaptive = a.get();
+        owner = std::move(a);
+    }
     spec::Proposer& prop = *owner;
     spec::NoProposer none;
     long acc = 0, drafted = 0, rounds = 0;
@@ -108,6 +130,15 @@ std::vector<int> sample_counts(test::TinyModel& target, test::TinyModel& draft, 
     }
     std::printf("[ kind %d ] drafted %.2f accepted %.2f per round\n", (int)kind, (double)drafted / rounds,
                 (double)acc / rounds);
+    if (adaptive) {
+        const spec::AdaptiveStats& as = adaptive->stats();
+        std::printf("[ auto ] sequence-rounds: %lld none, %lld lookup, %lld draft\n", (long long)as.rounds_none,
+                    (long long)as.rounds_lookup, (long long)as.rounds_draft);
+        // Every kind of round occurs, so the test covers their mixture.
+        EXPECT_GT(as.rounds_none, n / 20);
+        EXPECT_GT(as.rounds_lookup, n / 20);
+        EXPECT_GT(as.rounds_draft, n / 20);
+    }
     if (lookup) {
         std::printf("[ lookup first ] %lld lookup rounds, %lld draft rounds\n", (long long)lookup->lookup_rounds(),
                     (long long)lookup->draft_rounds());
@@ -161,6 +192,7 @@ TEST(SpecSampling, AdaptiveTopKChainIsLossless) {
     expect_target_distribution(Kind::ChainTopKAdaptive, "adaptive top-k chain");
 }
 
+TEST(SpecSampling, AutoMixingDraftLookupAndArRoundsIsLossless) { expect_target_distribution(Kind::Auto, "auto"); }
 TEST(SpecSampling, NegativeControlDraftDistributionIsRejected) {
     Models m;
     const auto exact = exact_joint(m.target, m.pool);

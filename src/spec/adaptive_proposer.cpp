@@ -1,0 +1,165 @@
+#include "spec/adaptive_proposer.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "core/error.h"
+#include "spec/ngram_proposer.h"
+
+namespace specdec::spec {
+
+AdaptiveProposer::AdaptiveProposer(std::unique_ptr<Proposer> draft, std::shared_ptr<RowCostCurve> target_costs,
+                                   std::shared_ptr<RowCostCurve> draft_costs, const AdaptiveOptions& opts)
+    : draft_(std::move(draft)),
+      target_costs_(std::move(target_costs)),
+      draft_costs_(std::move(draft_costs)),
+      opts_(opts) {
+    SPECDEC_CHECK(target_costs_ && !target_costs_->empty(), "adaptive proposer: the target's costs are not measured");
+    SPECDEC_CHECK(!draft_ || (draft_costs_ && !draft_costs_->empty()),
+                  "adaptive proposer: a draft without measured costs");
+    SPECDEC_CHECK(opts.draft_max >= 1 && opts.lookup_max >= 1, "adaptive proposer: chain limits must be >= 1");
+    SPECDEC_CHECK(opts.lookup_min_n >= 1 && opts.lookup_max_n >= opts.lookup_min_n,
+                  "adaptive proposer: need 1 <= lookup_min_n <= lookup_max_n");
+    SPECDEC_CHECK(opts.revisit_every >= 1, "adaptive proposer: revisit_every must be >= 1");
+}
+
+AdaptiveProposer::SeqState& AdaptiveProposer::state(int seq) {
+    SPECDEC_CHECK(seq >= 0, "adaptive proposer: negative sequence id");
+    if (seq >= (int)seqs_.size()) seqs_.resize(seq + 1);
+    if (!seqs_[seq])
+        seqs_[seq] = std::make_unique<SeqState>(opts_.draft_acceptance, opts_.lookup_acceptance);
+    return *seqs_[seq];
+}
+
+void AdaptiveProposer::begin(int seq) {
+    if (seq < (int)seqs_.size()) seqs_[seq].reset();
+    state(seq);
+    if (draft_) draft_->begin(seq);
+}
+
+void AdaptiveProposer::begin_with_prefix(int seq, std::span<const int32_t> prefix) {
+    if (seq < (int)seqs_.size()) seqs_[seq].reset();
+    state(seq).draft_known = (int)prefix.size();
+    if (draft_) draft_->begin_with_prefix(seq, prefix);
+}
+
+void AdaptiveProposer::prefill(int seq, std::span<const int32_t> history) {
+    if (!draft_) return;
+    draft_->prefill(seq, history);
+    // The draft reads all but the root (DraftModelProposer::prefill).
+    state(seq).draft_known = std::max(state(seq).draft_known, (int)history.size() - 1);
+}
+
+void AdaptiveProposer::propose(std::span<const ProposeInput> in, std::span<DraftTree> out, Rng& rng) {
+    const size_t n = in.size();
+    cands_.assign(n, ShapeCandidates{});
+    lookups_.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+        SeqState& st = state(in[i].seq);
+        const int room = std::max(0, in[i].max_nodes - 1);
+        ShapeCandidates& c = cands_[i];
+        c.max_drafts = room;
+        lookups_[i].clear();
+        if (room > 0)
+            lookups_[i] = NgramProposer::lookup(in[i].history, opts_.lookup_min_n, opts_.lookup_max_n,
+                                                std::min(opts_.lookup_max, room));
+        st.had_lookup = !lookups_[i].empty();
+        if (st.had_lookup) {
+            if (st.idle_lookup >= opts_.revisit_every) {
+                st.lookup.revisit(opts_.revisit_accept, 1.0);
+                st.idle_lookup = 0;
+            }
+            c.lookup = &st.lookup;
+            c.lookup_len = (int)lookups_[i].size();
+        }
+        if (draft_) {
+            if (st.idle_draft >= opts_.revisit_every) {
+                st.draft.revisit(opts_.revisit_accept, 1.0);
+                st.idle_draft = 0;
+            }
+            c.draft = &st.draft;
+            c.draft_max = opts_.draft_max;
+            c.draft_catchup = std::max(1, (int)in[i].history.size() - st.draft_known);
+        }
+        st.hist_len = (int)in[i].history.size();
+    }
+    const RoundCosts costs{target_costs_.get(), draft_costs_.get(), draft_scale_};
+    plan_ = choose_shapes(cands_, costs);
+    ++stats_.plans;
+    stats_.predicted_s += plan_.predicted_s;
+    {
+        int rows = 0;
+        for (const Shape& s : plan_.shapes) rows += 1 + s.k;
+        predicted_draft_s_ = (plan_.predicted_s - target_costs_->seconds(rows)) / draft_scale_;
+    }
+
+    draft_in_.clear();
+    draft_of_.clear();
+    for (size_t i = 0; i < n; ++i) {
+        const Shape& s = plan_.shapes[i];
+        state(in[i].seq).shape = s;
+        const int32_t root = in[i].history.back();
+        switch (s.kind) {
+            case ShapeKind::None:
+                out[i].reset(root);
+                ++stats_.rounds_none;
+                break;
+            case ShapeKind::Lookup:
+                out[i].assign_chain(root, std::span(lookups_[i]).first(s.k));
+                out[i].from_lookup = true;
+                ++stats_.rounds_lookup;
+                stats_.lookup_drafts += s.k;
+                break;
+            case ShapeKind::Draft: {
+                ProposeInput d = in[i];
+                d.max_nodes = s.k + 1;
+                draft_in_.push_back(d);
+                draft_of_.push_back(i);
+                ++stats_.rounds_draft;
+                break;
+            }
+        }
+    }
+    drafted_ = !draft_in_.empty();
+    if (!drafted_) return;
+    draft_out_.resize(draft_in_.size());
+    draft_->propose(draft_in_, draft_out_, rng);
+    for (size_t j = 0; j < draft_of_.size(); ++j) {
+        stats_.draft_drafts += draft_out_[j].size() - 1;
+        out[draft_of_[j]] = std::move(draft_out_[j]);
+    }
+}
+
+void AdaptiveProposer::observe(const RoundFeedback& fb) {
+    const double draft_s = last_forward_s();
+    for (const RoundOutcome& o : fb.seqs) {
+        SeqState& st = state(o.seq);
+        switch (st.shape.kind) {
+            case ShapeKind::None:
+                ++st.idle_draft;
+                if (st.had_lookup) ++st.idle_lookup;
+                break;
+            case ShapeKind::Lookup:
+                st.lookup.observe(o.accepted, o.drafted);
+                st.idle_lookup = 0;
+                ++st.idle_draft;
+                break;
+            case ShapeKind::Draft:
+                st.draft.observe(o.accepted, o.drafted);
+                st.idle_draft = 0;
+                if (st.had_lookup) ++st.idle_lookup;
+                // The draft fed the root and every draft but the last; what
+                // the target accepted of them stays valid in its cache.
+                if (o.drafted > 0) st.draft_known = st.hist_len + std::min(o.accepted, o.drafted - 1);
+                break;
+        }
+        st.shape = Shape{};
+    }
+    stats_.measured_s += fb.forward_s + draft_s;
+    if (!opts_.learn_costs) return;
+    target_costs_->observe(fb.forward_rows, fb.forward_s);
+    if (drafted_ && draft_s > 0 && predicted_draft_s_ > 0)
+        draft_scale_ = std::clamp(0.8 * draft_scale_ + 0.2 * (draft_s / predicted_draft_s_), 0.2, 5.0);
+}
+
+}  // namespace specdec::spec

@@ -1,0 +1,100 @@
+// The adaptive proposer (`--method auto`): each round, for every sequence, the
+// draft shape with the most expected tokens per second, or no draft at all.
+// Candidates are a prompt-lookup chain (free to draft, when the history's
+// suffix occurred before) and a draft-model chain of 1..draft_max tokens
+// (when a draft proposer is given); "none" is a plain AR step, so when no
+// speculation can pay the loop decodes as AR does, at AR's cost.
+//
+// What it knows comes from before the round only (spec/cost_model.h): the
+// target's t(n) and the draft's forward times, calibrated once per process
+// and corrected from every timed round; and per sequence, acceptance by depth
+// for each drafter (spec/acceptance_estimator.h), learned from the verified
+// rounds (Proposer::observe). So greedy output is AR's token for token and
+// sampled output follows the target exactly, whatever the choices were.
+//
+// A drafter the choice has left unused for `revisit_every` rounds gets an
+// optimistic belief back (AcceptanceEstimator::revisit): on a prompt where it
+// starts to pay, it is tried again; where it cannot pay even then, the cost
+// model keeps it off. The draft model's cache catches up on the tokens it
+// missed the next time it drafts, and that catch-up is part of the cost.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "spec/cost_model.h"
+#include "spec/proposer.h"
+
+namespace specdec::spec {
+
+struct AdaptiveOptions {
+    int draft_max = 6;    // longest draft-model chain (the draft proposer's chain_k must allow it)
+    int lookup_max = 8;   // longest lookup chain
+    int lookup_min_n = 2; // shortest history suffix that counts as a lookup match
+    int lookup_max_n = 4; // longest suffix tried (first)
+    AcceptanceOptions draft_acceptance{0.7, 2.0, 0.9, 16};
+    AcceptanceOptions lookup_acceptance{0.6, 2.0, 0.9, 16};
+    int revisit_every = 32;        // rounds a drafter may stay unused before it is revisited
+    double revisit_accept = 0.9;   // the optimistic belief it is revisited with
+    bool learn_costs = true;       // correct the cost curves from the timed rounds
+};
+
+// What the choices were, for --json, traces and /metrics.
+struct AdaptiveStats {
+    int64_t rounds_none = 0, rounds_lookup = 0, rounds_draft = 0;  // sequence-rounds by shape
+    int64_t lookup_drafts = 0, draft_drafts = 0;                   // drafts proposed by each
+    int64_t plans = 0;
+    double predicted_s = 0;  // sum over rounds of the chosen plan's predicted seconds
+    double measured_s = 0;   // sum over the same rounds of target forward + draft seconds
+};
+
+class AdaptiveProposer final : public Proposer {
+public:
+    // draft: a chain proposer (a DraftModelProposer), or null for lookup only.
+    // target_costs (required) and draft_costs (required with a draft) are
+    // calibrated curves; they may be shared with other proposers of the process.
+    AdaptiveProposer(std::unique_ptr<Proposer> draft, std::shared_ptr<RowCostCurve> target_costs,
+                     std::shared_ptr<RowCostCurve> draft_costs, const AdaptiveOptions& opts);
+
+    void begin(int seq) override;
+    void begin_with_prefix(int seq, std::span<const int32_t> prefix) override;
+    void prefill(int seq, std::span<const int32_t> history) override;
+    void propose(std::span<const ProposeInput> in, std::span<DraftTree> out, Rng& rng) override;
+    double last_forward_s() const override { return drafted_ ? draft_->last_forward_s() : 0.0; }
+    void observe(const RoundFeedback& fb) override;
+
+    const AdaptiveStats& stats() const { return stats_; }
+    const ShapePlan& last_plan() const { return plan_; }
+    double draft_scale() const { return draft_scale_; }
+
+private:
+    struct SeqState {
+        SeqState(const AcceptanceOptions& d, const AcceptanceOptions& l) : draft(d), lookup(l) {}
+        AcceptanceEstimator draft, lookup;
+        int draft_known = 0;     // history tokens the draft's cache holds (its next catch-up starts there)
+        int idle_draft = 0;      // rounds since the draft was last chosen
+        int idle_lookup = 0;     // rounds with a lookup match since lookup was last chosen
+        Shape shape;             // this round's choice, until observe
+        int hist_len = 0;        // history length at this round's propose
+        bool had_lookup = false;
+    };
+    SeqState& state(int seq);
+
+    std::unique_ptr<Proposer> draft_;
+    std::shared_ptr<RowCostCurve> target_costs_, draft_costs_;
+    AdaptiveOptions opts_;
+    std::vector<std::unique_ptr<SeqState>> seqs_;
+    double draft_scale_ = 1.0;
+    double predicted_draft_s_ = 0;
+    bool drafted_ = false;
+    AdaptiveStats stats_;
+    ShapePlan plan_;
+    // Per-round scratch.
+    std::vector<ShapeCandidates> cands_;
+    std::vector<std::vector<int32_t>> lookups_;
+    std::vector<ProposeInput> draft_in_;
+    std::vector<DraftTree> draft_out_;
+    std::vector<size_t> draft_of_;
+};
+
+}  // namespace specdec::spec

@@ -1,0 +1,352 @@
+// The adaptive proposer (--method auto) and its parts: the acceptance
+// estimator, the row cost curve, the shape choice on synthetic cost models
+// (AR when drafts cannot pay, the longest chain when they always pay, lookup
+// over a dear draft, shapes per sequence in a batch), the proposer's own
+// bookkeeping (draft catch-up, revisits), and greedy identity with AR on
+// synthetic models under cost models that make it mix every shape.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "sched/sync_scheduler.h"
+#include "spec/adaptive_proposer.h"
+#include "spec/cost_model.h"
+#include "spec/draft_model_proposer.h"
+#include "unit/spec_test_support.h"
+
+using namespace specdec;
+
+namespace {
+
+// t(n) = a + b * (n - 1) for n = 1..max_rows.
+std::shared_ptr<spec::RowCostCurve> linear_curve(double a, double b, int max_rows = 32) {
+    auto c = std::make_shared<spec::RowCostCurve>(max_rows);
+    for (int n = 1; n <= max_rows; ++n) c->set(n, a + b * (n - 1));
+    return c;
+}
+
+spec::AcceptanceEstimator estimator_at(double p) {
+    // A heavy prior at p: the estimate is p at every depth.
+    return spec::AcceptanceEstimator(spec::AcceptanceOptions{p, 1e6, 1.0, 16});
+}
+
+}  // namespace
+
+TEST(Acceptance, DepthsTestedUpToTheFirstRejection) {
+    spec::AcceptanceEstimator e(spec::AcceptanceOptions{0.5, 2.0, 1.0, 8});
+    EXPECT_DOUBLE_EQ(e.p(1), 0.5);
+    e.observe(2, 4);  // depths 1, 2 accepted, 3 rejected, 4 untested
+    EXPECT_DOUBLE_EQ(e.p(1), 2.0 / 3.0);
+    EXPECT_DOUBLE_EQ(e.p(2), 2.0 / 3.0);
+    EXPECT_DOUBLE_EQ(e.p(3), 1.0 / 3.0);
+    EXPECT_DOUBLE_EQ(e.p(4), 0.5);
+    e.observe(3, 3);  // all accepted: nothing rejected
+    EXPECT_DOUBLE_EQ(e.p(3), 2.0 / 4.0);
+    // Expected tokens of a chain: 1 + p1 + p1 p2 + ...
+    EXPECT_DOUBLE_EQ(e.expected_tokens(0), 1.0);
+    EXPECT_NEAR(e.expected_tokens(2), 1 + e.p(1) + e.p(1) * e.p(2), 1e-12);
+    EXPECT_THROW(e.observe(3, 2), std::exception);
+    // Depths past max_depth share the last one's counts.
+    EXPECT_DOUBLE_EQ(e.p(20), e.p(8));
+}
+
+TEST(Acceptance, DecayFollowsAChangeAndPooledMatchesTheFanoutRate) {
+    spec::AcceptanceEstimator e(spec::AcceptanceOptions{0.7, 2.0, 0.8, 16});
+    for (int i = 0; i < 40; ++i) e.observe(4, 4);
+    EXPECT_GT(e.p(1), 0.95);
+    for (int i = 0; i < 15; ++i) e.observe(0, 4);  // the text turned: nothing accepted
+    EXPECT_LT(e.p(1), 0.1);
+    // Pooled over depths, nothing forgotten: the SSD fan-out's old formula.
+    spec::AcceptanceEstimator f(spec::AcceptanceOptions{0.7, 10.0, 1.0, 16});
+    f.observe(3, 5);
+    f.observe(5, 5);
+    f.observe(0, 2);
+    EXPECT_DOUBLE_EQ(f.pooled(), (7.0 + 8.0) / (10.0 + 8.0 + 2.0));
+    // A revisit puts an optimistic belief back.
+    e.revisit(0.9, 1.0);
+    EXPECT_DOUBLE_EQ(e.p(1), 0.9);
+}
+
+TEST(RowCost, InterpolatesBetweenAndExtrapolatesPastMeasuredCounts) {
+    spec::RowCostCurve c(16);
+    EXPECT_TRUE(c.empty());
+    EXPECT_EQ(c.seconds(3), 0.0);
+    c.set(1, 1.0);
+    EXPECT_DOUBLE_EQ(c.seconds(4), 1.0);  // one point: flat, never below it
+    c.set(4, 2.5);
+    EXPECT_DOUBLE_EQ(c.seconds(2), 1.5);
+    EXPECT_DOUBLE_EQ(c.seconds(3), 2.0);
+    EXPECT_DOUBLE_EQ(c.seconds(6), 3.5);   // slope 0.5 from the last two
+    EXPECT_DOUBLE_EQ(c.seconds(40), 20.5);  // past max_rows too
+    EXPECT_DOUBLE_EQ(c.ratio(4), 2.5);
+    c.observe(4, 3.5, 0.5);
+    EXPECT_DOUBLE_EQ(c.seconds(4), 3.0);
+    EXPECT_TRUE(c.measured(4));
+    EXPECT_FALSE(c.measured(5));
+}
+
+TEST(ChooseShapes, NoDraftWhenVerificationCostsAsMuchAsTheRowsItChecks) {
+    // t(n) = n: a row of verification costs a whole step; even drafts that
+    // are always accepted cannot beat AR once the draft costs anything.
+    const auto tgt = linear_curve(1.0, 1.0);
+    const auto drf = linear_curve(0.1, 0.1);
+    const spec::AcceptanceEstimator sure = estimator_at(0.999);
+    spec::ShapeCandidates c;
+    c.draft = &sure;
+    c.draft_max = 8;
+    c.max_drafts = 8;
+    const spec::ShapePlan plan = spec::choose_shapes(std::span(&c, 1), {tgt.get(), drf.get(), 1.0});
+    EXPECT_EQ(plan.shapes[0].kind, spec::ShapeKind::None);
+    EXPECT_DOUBLE_EQ(plan.predicted_s, 1.0);
+    EXPECT_DOUBLE_EQ(plan.expected_tokens, 1.0);
+}
+
+TEST(ChooseShapes, LongestChainWhenDraftsAlwaysPay) {
+    // Verification nearly free per row, a cheap draft, high acceptance.
+    const auto tgt = linear_curve(1.0, 0.02);
+    const auto drf = linear_curve(0.02, 0.001);
+    const spec::AcceptanceEstimator good = estimator_at(0.95);
+    spec::ShapeCandidates c;
+    c.draft = &good;
+    c.draft_max = 6;
+    c.max_drafts = 10;
+    spec::ShapePlan plan = spec::choose_shapes(std::span(&c, 1), {tgt.get(), drf.get(), 1.0});
+    EXPECT_EQ(plan.shapes[0].kind, spec::ShapeKind::Draft);
+    EXPECT_EQ(plan.shapes[0].k, 6);
+    // The room left caps it.
+    c.max_drafts = 3;
+    plan = spec::choose_shapes(std::span(&c, 1), {tgt.get(), drf.get(), 1.0});
+    EXPECT_EQ(plan.shapes[0].k, 3);
+    // A long catch-up (the draft missed many tokens) is part of the cost.
+    c.max_drafts = 10;
+    c.draft_catchup = 1000;
+    const auto steep = linear_curve(0.02, 0.02);
+    plan = spec::choose_shapes(std::span(&c, 1), {tgt.get(), steep.get(), 1.0});
+    EXPECT_EQ(plan.shapes[0].kind, spec::ShapeKind::None);
+}
+
+TEST(ChooseShapes, FreeLookupBeatsADearDraftAndAcceptanceSetsTheLength) {
+    const auto tgt = linear_curve(1.0, 0.15);
+    const auto drf = linear_curve(0.5, 0.05);  // the draft costs half a step
+    const spec::AcceptanceEstimator draft_est = estimator_at(0.8);
+    const spec::AcceptanceEstimator lookup_est = estimator_at(0.9);
+    spec::ShapeCandidates c;
+    c.draft = &draft_est;
+    c.draft_max = 6;
+    c.lookup = &lookup_est;
+    c.lookup_len = 8;
+    c.max_drafts = 8;
+    const spec::ShapePlan plan = spec::choose_shapes(std::span(&c, 1), {tgt.get(), drf.get(), 1.0});
+    EXPECT_EQ(plan.shapes[0].kind, spec::ShapeKind::Lookup);
+    // Rate E(k) / (1 + 0.15 k) with p = 0.9 peaks inside (1, 8).
+    double best = 0;
+    int best_k = 0;
+    for (int k = 0; k <= 8; ++k) {
+        const double r = lookup_est.expected_tokens(k) / (1 + 0.15 * k);
+        if (r > best) best = r, best_k = k;
+    }
+    EXPECT_EQ(plan.shapes[0].k, best_k);
+    EXPECT_NEAR(plan.expected_tokens / plan.predicted_s, best, 1e-9);
+    // A lookup that is never accepted is not worth a row.
+    const spec::AcceptanceEstimator bad = estimator_at(0.01);
+    c.lookup = &bad;
+    c.draft = nullptr;
+    EXPECT_EQ(spec::choose_shapes(std::span(&c, 1), {tgt.get(), drf.get(), 1.0}).shapes[0].kind,
+              spec::ShapeKind::None);
+}
+
+TEST(ChooseShapes, BatchGivesDraftsToTheSequencesThatAcceptThem) {
+    // A flat-ish verification curve: extra rows are cheap for the batch.
+    const auto tgt = linear_curve(1.0, 0.05);
+    const auto drf = linear_curve(0.05, 0.01);
+    const spec::AcceptanceEstimator good = estimator_at(0.9), poor = estimator_at(0.02);
+    std::vector<spec::ShapeCandidates> cs(3);
+    cs[0].draft = &good;
+    cs[1].draft = &poor;
+    cs[2].draft = &good;
+    for (auto& c : cs) c.draft_max = 5, c.max_drafts = 5;
+    const spec::ShapePlan plan = spec::choose_shapes(cs, {tgt.get(), drf.get(), 1.0});
+    EXPECT_EQ(plan.shapes[0].kind, spec::ShapeKind::Draft);
+    EXPECT_EQ(plan.shapes[1].kind, spec::ShapeKind::None);
+    EXPECT_EQ(plan.shapes[2].kind, spec::ShapeKind::Draft);
+    EXPECT_GT(plan.expected_tokens / plan.predicted_s, 3.0 / plan.ar_s);
+    // The draft's forwards are batched by depth: depth 1 reads both
+    // sequences' catch-up rows in one forward, later depths one row each.
+    spec::ShapePlan p2;
+    p2.shapes = {{spec::ShapeKind::Draft, 2}, {spec::ShapeKind::None, 0}, {spec::ShapeKind::Draft, 1}};
+    spec::evaluate_plan(cs, {tgt.get(), drf.get(), 1.0}, p2);
+    EXPECT_NEAR(p2.predicted_s, tgt->seconds(3 + 3) + drf->seconds(2) + drf->seconds(1), 1e-12);
+}
+
+namespace {
+
+// Records what it is asked; drafts the chain root+1, root+2, ... (mod 64).
+class CountingChain final : public spec::Proposer {
+public:
+    std::vector<int> asked_nodes;  // max_nodes per proposed sequence
+    double forward_s = 0.01;
+    void propose(std::span<const spec::ProposeInput> in, std::span<spec::DraftTree> out, Rng&) override {
+        for (size_t i = 0; i < in.size(); ++i) {
+            asked_nodes.push_back(in[i].max_nodes);
+            out[i].reset(in[i].history.back());
+            for (int j = 1; j < in[i].max_nodes; ++j) out[i].add((in[i].history.back() + j) % 64, j - 1, 0.0f);
+        }
+    }
+    double last_forward_s() const override { return forward_s; }
+};
+
+}  // namespace
+
+TEST(AdaptiveProposer, ArWhenNothingPaysThenRevisitsTheDraft) {
+    auto chain = std::make_unique<CountingChain>();
+    CountingChain* rec = chain.get();
+    spec::AdaptiveOptions o;
+    o.draft_max = 4;
+    o.revisit_every = 5;
+    o.learn_costs = false;
+    o.draft_acceptance = {0.5, 2.0, 0.9, 16};
+    // t(n) = 1 + 0.1 (n - 1): a draft chain pays at p = 0.9 but not at p = 0.
+    spec::AdaptiveProposer p(std::move(chain), linear_curve(1.0, 0.1), linear_curve(0.1, 0.01), o);
+    p.begin(0);
+    const std::vector<int32_t> hist{1, 2, 3, 4, 5};  // no repeated n-gram: no lookup
+    std::vector<spec::ProposeInput> in{{0, hist, 16}};
+    std::vector<spec::DraftTree> out(1);
+    Rng rng(1);
+    // Nothing accepted for a while: the draft stops being used.
+    int none_rounds = 0;
+    for (int r = 0; r < 8; ++r) {
+        p.propose(in, out, rng);
+        const int drafted = out[0].size() - 1;
+        if (drafted == 0) ++none_rounds;
+        const spec::RoundOutcome oc{0, drafted, 0};
+        p.observe({std::span(&oc, 1), 1 + drafted, 1.0});
+    }
+    EXPECT_GT(none_rounds, 0);
+    EXPECT_GT(p.stats().rounds_none, 0);
+    // After revisit_every idle rounds it is tried again (optimistic belief).
+    const size_t asked_before = rec->asked_nodes.size();
+    for (int r = 0; r < 6; ++r) {
+        p.propose(in, out, rng);
+        const int drafted = out[0].size() - 1;
+        const spec::RoundOutcome oc{0, drafted, drafted};  // now everything is accepted
+        p.observe({std::span(&oc, 1), 1 + drafted, 1.0});
+    }
+    EXPECT_GT(rec->asked_nodes.size(), asked_before);
+    // Once accepted, the longest chain is chosen: max_nodes = draft_max + 1.
+    p.propose(in, out, rng);
+    EXPECT_EQ(rec->asked_nodes.back(), 5);
+    EXPECT_EQ(p.last_plan().shapes[0].kind, spec::ShapeKind::Draft);
+}
+
+TEST(AdaptiveProposer, LookupChainsWhenTheHistoryRepeats) {
+    spec::AdaptiveOptions o;
+    o.lookup_max = 6;
+    o.lookup_min_n = 2;
+    o.learn_costs = false;
+    o.lookup_acceptance = {0.9, 2.0, 0.9, 16};
+    spec::AdaptiveProposer p(nullptr, linear_curve(1.0, 0.05), nullptr, o);
+    p.begin(0);
+    // "7 8" occurred before, followed by 9 10 11 12 13 5.
+    const std::vector<int32_t> hist{7, 8, 9, 10, 11, 12, 13, 5, 7, 8};
+    std::vector<spec::ProposeInput> in{{0, hist, 16}};
+    std::vector<spec::DraftTree> out(1);
+    Rng rng(1);
+    p.propose(in, out, rng);
+    EXPECT_TRUE(out[0].from_lookup);
+    EXPECT_EQ(out[0].tokens, (std::vector<int32_t>{8, 9, 10, 11, 12, 13, 5}));
+    EXPECT_EQ(p.stats().rounds_lookup, 1);
+    EXPECT_EQ(p.last_forward_s(), 0.0);
+    // Without a match: a plain AR root.
+    const std::vector<int32_t> fresh{1, 2, 3};
+    std::vector<spec::ProposeInput> in2{{0, fresh, 16}};
+    p.propose(in2, out, rng);
+    EXPECT_EQ(out[0].size(), 1);
+    EXPECT_THROW(spec::AdaptiveProposer(nullptr, std::make_shared<spec::RowCostCurve>(4), nullptr, o),
+                 std::exception);
+}
+
+namespace {
+
+std::vector<std::vector<int32_t>> run_auto(test::TinyModel& target, test::TinyModel& draft, ThreadPool& pool,
+                                           const std::shared_ptr<spec::RowCostCurve>& tcurve,
+                                           const std::shared_ptr<spec::RowCostCurve>& dcurve,
+                                           const std::vector<std::vector<int32_t>>& prompts, int n,
+                                           sched::SpecStats& st, spec::ExecMode mode) {
+    sample::SamplingParams params;  // greedy
+    spec::DraftModelOptions o;
+    o.shape = spec::DraftShape::Chain;
+    o.chain_k = 5;
+    o.sampled = true;
+    o.target_n_vocab = target.n_vocab();
+    o.params = params;
+    auto chain = std::make_unique<spec::DraftModelProposer>(*draft.model, *draft.cache, pool, o);
+    spec::AdaptiveOptions ao;
+    ao.draft_max = 5;
+    ao.lookup_max = 6;
+    ao.lookup_min_n = 1;
+    ao.revisit_every = 4;
+    ao.learn_costs = false;  // the synthetic costs stay what the case says
+    spec::AdaptiveProposer prop(std::move(chain), tcurve, dcurve, ao);
+    sched::TargetContext tc{target.model.get(), target.cache.get(), &pool, 256};
+    sched::SchedulerOptions so;
+    so.mode = mode;
+    so.tree_budget = 7;
+    so.tree_depth = 6;
+    so.distinct_siblings = true;
+    sched::SyncScheduler s(tc, prop, params, so);
+    std::vector<std::vector<int32_t>> out(prompts.size());
+    s.run(prompts, std::vector<int>(prompts.size(), n),
+          [&](int i, int32_t t) {
+              out[i].push_back(t);
+              return false;
+          },
+          st);
+    return out;
+}
+
+}  // namespace
+
+TEST(AdaptiveProposer, GreedyOutputIsArsUnderEveryCostModel) {
+    ThreadPool pool(2);
+    test::SyntheticModelSpec ts;
+    ts.weight_scale = 0.6f;
+    test::TinyModel target(ts, 256, 3);
+    test::SyntheticModelSpec ds = ts;
+    ds.seed = 99;
+    test::TinyModel other(ds, 256, 3);  // low acceptance
+    test::TinyModel self(ts, 256, 3);   // every draft accepted
+    const std::vector<std::vector<int32_t>> prompts{{1, 2, 3, 4}, {9, 8, 7, 9, 8, 7, 9}, {5}};
+    const int n = 40;
+    std::vector<std::vector<int32_t>> ref;
+    for (const auto& p : prompts) ref.push_back(test::greedy_ar(target, pool, p, n));
+    struct CostCase {
+        const char* name;
+        double ta, tb, da, db;
+    };
+    const std::vector<CostCase> costs{
+        {"drafts never pay", 1.0, 1.0, 0.5, 0.5},
+        {"drafts always pay", 1.0, 0.01, 0.01, 0.001},
+        {"in between", 1.0, 0.2, 0.2, 0.05},
+    };
+    for (const auto& c : costs)
+        for (test::TinyModel* d : {&other, &self})
+            for (spec::ExecMode mode : {spec::ExecMode::Reference, spec::ExecMode::Performance})
+                for (size_t bs : {1u, 3u}) {
+                    std::vector<std::vector<int32_t>> ps(prompts.begin(), prompts.begin() + bs);
+                    sched::SpecStats st;
+                    const auto out = run_auto(target, *d, pool, linear_curve(c.ta, c.tb), linear_curve(c.da, c.db),
+                                              ps, n, st, mode);
+                    const std::string label = std::string(c.name) + (d == &self ? " self" : " other") +
+                                              " batch=" + std::to_string(bs) + " " + sched::mode_name(mode);
+                    for (size_t i = 0; i < bs; ++i) ASSERT_EQ(out[i], ref[i]) << label << " seq " << i;
+                    EXPECT_EQ(st.auto_none + st.auto_lookup + st.auto_draft, st.seq_rounds) << label;
+                    if (c.tb == 1.0) {
+                        EXPECT_EQ(st.auto_draft + st.auto_lookup, 0) << label;  // pure AR
+                    }
+                    if (c.tb < 0.05 && d == &self) {
+                        EXPECT_GT(st.mean_accept_len(), 2.0) << label;
+                    }
+                }
+}
