@@ -215,7 +215,9 @@ int cmd_generate(int argc, char** argv) {
                              {"rounds_lookup", st.auto_lookup},
                              {"rounds_draft", st.auto_draft},
                              {"predicted_s", st.auto_predicted_s},
-                             {"measured_s", st.auto_measured_s}};
+                             {"measured_s", st.auto_measured_s},
+                             {"costs_from", st.auto_costs_from},
+                             {"calibration_s", st.auto_calibration_s}};
             if (draft && self_spec) j["draft_layers"] = model::format_layer_list(draft->model().layers_run());
             if (is_ssd) {
                 j["cache_hit_rate"] = sst.hit_rate();

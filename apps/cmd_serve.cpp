@@ -336,7 +336,7 @@ private:
 
 int cmd_serve(int argc, char** argv) {
     CLI::App app{"OpenAI-compatible HTTP server with continuous batching", "specdec serve"};
-    std::string model, draft, method = "ar", api_key, draft_layers;
+    std::string model, draft, method = "auto", api_key, draft_layers;
     std::string host = "127.0.0.1";
     int port = 8080;
     server::SchedulerOptions sopts;
@@ -348,9 +348,11 @@ int cmd_serve(int argc, char** argv) {
                    "listed (0-7,10,12: kept in order, then the final norm and LM head), or auto (the choice "
                    "`specdec calibrate` saved next to the model)");
     app.add_option("--method", method,
-                   "default speculation method: ar, chain, tree, ssd (these three need a draft) or ngram; "
+                   "default speculation method of greedy requests: auto (the cost model picks each round's "
+                   "draft chain, lookup chain or none; the default), ar, chain, tree, ssd (these three need "
+                   "a draft) or ngram; sampled requests default to ar (a seed then reproduces the text); "
                    "a request may pick another with {\"specdec\": {\"method\": ...}}")
-        ->check(CLI::IsMember({"ar", "chain", "tree", "ngram", "ssd"}));
+        ->check(CLI::IsMember({"auto", "ar", "chain", "tree", "ngram", "ssd"}));
     sched::SpecConfig& spec = sopts.spec;
     app.add_option("--draft-k", spec.draft_k, "draft chain length (chain, ngram)")->check(CLI::Range(1, 64));
     app.add_option("--tree-topk", spec.tree_topk, "tree: children per expanded node")->check(CLI::Range(1, 64));
@@ -424,7 +426,7 @@ int cmd_serve(int argc, char** argv) {
     info.model_aliases = {mp.filename().string(), eopts.model_path};
     if (!model.empty() && model != info.model_id) info.model_aliases.push_back(model);
     info.n_ctx = engine->n_ctx();
-    info.available_methods = {"ar", "ngram"};
+    info.available_methods = {"ar", "auto", "ngram"};
     if (draft_engine) info.available_methods.insert(info.available_methods.end(), {"chain", "tree", "ssd"});
     info.default_method = method;
 

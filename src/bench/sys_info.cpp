@@ -12,26 +12,13 @@
 #include <thread>
 #include <vector>
 
+#include "core/cpu_name.h"
 #include "core/error.h"
 
 namespace specdec::bench {
 namespace fs = std::filesystem;
 
-std::string cpu_model() {
-    std::ifstream in("/proc/cpuinfo");
-    std::string line;
-    while (std::getline(in, line)) {
-        if (line.rfind("model name", 0) == 0) {
-            const size_t c = line.find(':');
-            if (c != std::string::npos) {
-                size_t b = c + 1;
-                while (b < line.size() && line[b] == ' ') ++b;
-                return line.substr(b);
-            }
-        }
-    }
-    return "unknown";
-}
+std::string cpu_model() { return cpu_model_name(); }
 
 int cpu_count() {
     const unsigned n = std::thread::hardware_concurrency();

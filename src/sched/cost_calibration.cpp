@@ -1,9 +1,18 @@
 #include "sched/cost_calibration.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 
+#include <nlohmann/json.hpp>
+
 #include "core/clock.h"
+#include "core/cpu_name.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "model/forward_batch.h"
@@ -29,20 +38,132 @@ spec::ForwardTimer forward_timer(const CalibrationTarget& t, int seq) {
     };
 }
 
+namespace {
+
+namespace fs = std::filesystem;
+
+// Bump when the timed forward or the kernels change what a curve means.
+constexpr int kCostCacheVersion = 1;
+
+std::string file_identity(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return path;
+    std::error_code ec;
+    const fs::path abs = fs::weakly_canonical(path, ec);
+    return (ec ? path : abs.string()) + "|" + std::to_string((long long)st.st_size) + "|" +
+           std::to_string((long long)st.st_mtime);
+}
+
+std::string cache_key(const CalibrationTarget& t) {
+    const char* isa = std::getenv("SPECDEC_ISA");
+    return "v" + std::to_string(kCostCacheVersion) + "|" + cpu_model_name() + "|" + file_identity(t.key) +
+           "|threads=" + std::to_string(t.pool ? t.pool->size() : 0) + "|isa=" + (isa ? isa : "");
+}
+
+nlohmann::json read_cache(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) return nlohmann::json::object();
+    nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    return j.is_object() ? j : nlohmann::json::object();  // a corrupt file is as good as none
+}
+
+// Points [(rows, seconds)] of `key` into `curve`; false if absent or unusable.
+bool load_points(const nlohmann::json& cache, const std::string& key, spec::RowCostCurve& curve) {
+    const auto it = cache.find(key);
+    if (it == cache.end() || !it->is_array()) return false;
+    int n_set = 0;
+    for (const auto& p : *it) {
+        if (!p.is_array() || p.size() != 2 || !p[0].is_number_integer() || !p[1].is_number()) return false;
+        const int rows = p[0].get<int>();
+        const double s = p[1].get<double>();
+        if (rows < 1 || !(s > 0) || s > 3600) return false;
+        curve.set(rows, s);
+        ++n_set;
+    }
+    return n_set > 0;
+}
+
+void save_points(const std::string& path, const std::string& key, const spec::RowCostCurve& curve) {
+    std::error_code ec;
+    fs::create_directories(fs::path(path).parent_path(), ec);
+    nlohmann::json cache = read_cache(path);
+    nlohmann::json pts = nlohmann::json::array();
+    for (int n = 1; n <= curve.max_rows(); ++n)
+        if (curve.measured(n)) pts.push_back({n, curve.seconds(n)});
+    cache[key] = pts;
+    // Written whole, then renamed: a reader never sees half a file.
+    const std::string tmp = path + ".tmp" + std::to_string((long long)::getpid());
+    {
+        std::ofstream out(tmp);
+        if (!out) return;
+        out << cache.dump(1) << "\n";
+        if (!out) return;
+    }
+    fs::rename(tmp, path, ec);
+    if (ec) fs::remove(tmp, ec);
+}
+
+}  // namespace
+
+std::string cost_cache_path() {
+    const char* off = std::getenv("SPECDEC_COST_CACHE");
+    if (off && std::string(off) == "off") return "";
+    std::string dir;
+    if (const char* d = std::getenv("SPECDEC_CACHE_DIR"); d && *d) dir = d;
+    else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) dir = std::string(x) + "/specdec";
+    else if (const char* h = std::getenv("HOME"); h && *h) dir = std::string(h) + "/.cache/specdec";
+    return dir.empty() ? "" : dir + "/row-costs.json";
+}
+
+namespace {
+struct ProcessCurves {
+    std::mutex mu;
+    struct Entry {
+        std::shared_ptr<spec::RowCostCurve> curve;
+        std::string file_key;
+    };
+    std::map<std::string, Entry> by_key;
+};
+ProcessCurves& process_curves() {
+    static ProcessCurves pc;
+    return pc;
+}
+}  // namespace
+
+void save_row_costs() {
+    const std::string path = cost_cache_path();
+    if (path.empty()) return;
+    ProcessCurves& pc = process_curves();
+    std::lock_guard lk(pc.mu);
+    for (const auto& [k, e] : pc.by_key)
+        if (e.curve && !e.curve->empty()) save_points(path, e.file_key, *e.curve);
+}
+
 std::shared_ptr<spec::RowCostCurve> row_cost_curve(const CalibrationTarget& t, int max_rows,
-                                                   std::span<const int> rows, double* calibration_s) {
-    static std::mutex mu;
-    static std::map<std::string, std::shared_ptr<spec::RowCostCurve>> curves;
+                                                   std::span<const int> rows, CostSource* src) {
+    ProcessCurves& pc = process_curves();
     const std::string key = t.key + "|threads=" + std::to_string(t.pool ? t.pool->size() : 0);
-    std::lock_guard lk(mu);
-    if (calibration_s) *calibration_s = 0;
-    auto& c = curves[key];
+    std::lock_guard lk(pc.mu);
+    CostSource local;
+    CostSource& out = src ? *src : local;
+    out = CostSource{CostOrigin::Process, 0.0};
+    auto& entry = pc.by_key[key];
+    auto& c = entry.curve;
     if (c && c->max_rows() >= max_rows) return c;
     auto curve = std::make_shared<spec::RowCostCurve>(max_rows);
+    const std::string path = cost_cache_path();
+    const std::string fkey = cache_key(t) + "|rows=" + std::to_string(max_rows);
+    entry.file_key = fkey;
+    if (!path.empty() && load_points(read_cache(path), fkey, *curve)) {
+        out.origin = CostOrigin::File;
+        c = curve;
+        return c;
+    }
     const double t0 = now_s();
-    spec::calibrate(*curve, forward_timer(t, 0), rows);
-    if (calibration_s) *calibration_s = now_s() - t0;
+    spec::calibrate(*curve, forward_timer(t, 0), rows, 2);
+    out = CostSource{CostOrigin::Calibrated, now_s() - t0};
     SPECDEC_CHECK(!curve->empty(), "cost calibration of ", t.key, ": no forward could be timed (context full)");
+    if (!path.empty()) save_points(path, fkey, *curve);
     c = curve;
     return c;
 }

@@ -3,8 +3,16 @@
 // row wants logits) timed for a few row counts, in the sequence slot given,
 // past its committed prefix and never committed, so the cache's contents are
 // untouched. One curve per (model file, thread count) per process, shared by
-// every proposer made after it and corrected online by all of them; the first
-// request pays the calibration (about a dozen forwards), later ones none.
+// every proposer made after it and corrected online by all of them.
+//
+// The measured points are also kept in a file (row-costs.json in
+// $SPECDEC_CACHE_DIR, else $XDG_CACHE_HOME/specdec, else ~/.cache/specdec),
+// keyed by CPU name, model file (path, size, mtime), thread count, forced
+// ISA level and engine version, so only the first process on a machine pays
+// the calibration (a dozen forwards: about 1 s for a 1.5B Q4_K model on two
+// cores). SPECDEC_COST_CACHE=off skips the file (always calibrate). A missing
+// or unreadable file just means calibrating; a cache that cannot be written
+// is not an error.
 #pragma once
 
 #include <memory>
@@ -28,11 +36,29 @@ struct CalibrationTarget {
     std::string key;  // the model file (with the thread count, the curve's identity)
 };
 
-// The process's curve for `t` (calibrated now if this is its first use) over
-// rows 1..max_rows; `rows` are the counts measured, the rest interpolated.
-// Also returns how long the calibration took (0 when the curve was cached).
+// Where a curve came from.
+enum class CostOrigin { Calibrated, File, Process };
+inline const char* cost_origin_name(CostOrigin o) {
+    return o == CostOrigin::File ? "file" : o == CostOrigin::Process ? "process" : "calibrated";
+}
+struct CostSource {
+    CostOrigin origin = CostOrigin::Calibrated;
+    double calibration_s = 0;  // time the calibration took (0 unless calibrated now)
+};
+
+// The process's curve for `t` over rows 1..max_rows: this process's (shared
+// and corrected online), else the cache file's, else calibrated now (`rows`
+// are the counts measured, the rest interpolated) and written to the file.
 std::shared_ptr<spec::RowCostCurve> row_cost_curve(const CalibrationTarget& t, int max_rows,
-                                                   std::span<const int> rows, double* calibration_s = nullptr);
+                                                   std::span<const int> rows, CostSource* src = nullptr);
+
+// Writes this process's curves (as corrected online so far) to the cache
+// file, so the next process starts from them. Quietly does nothing when
+// there is no file to write.
+void save_row_costs();
+
+// Where the file lives ("" when SPECDEC_COST_CACHE=off or no directory is known).
+std::string cost_cache_path();
 
 // A timer of verification-shaped forwards for `t`, in sequence `seq`.
 spec::ForwardTimer forward_timer(const CalibrationTarget& t, int seq);

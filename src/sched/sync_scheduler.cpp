@@ -83,8 +83,9 @@ ProposerBundle make_adaptive_proposer(const SpecConfig& cfg, runtime::Engine& ta
     std::vector<int> rows;
     for (int n = 1; n <= std::min(max_rows, 6); ++n) rows.push_back(n);
     if (max_rows > 6) rows.push_back(max_rows);
+    CostSource tsrc, dsrc;
     auto target_costs = row_cost_curve({&target.model(), &target.cache(), &target.pool(), target.options().model_path},
-                                       max_rows, rows);
+                                       max_rows, rows, &tsrc);
     std::shared_ptr<spec::RowCostCurve> draft_costs;
     std::unique_ptr<spec::Proposer> chain;
     if (draft) {
@@ -104,8 +105,10 @@ ProposerBundle make_adaptive_proposer(const SpecConfig& cfg, runtime::Engine& ta
         // root, plus whatever it missed while other shapes ran).
         const std::vector<int> drows{1, 2, 4, 8, 16};
         draft_costs = row_cost_curve({&draft->model(), &draft->cache(), &target.pool(), draft->options().model_path},
-                                     32, drows);
+                                     32, drows, &dsrc);
     }
+    b.costs_from = cost_origin_name(tsrc.origin);
+    b.calibration_s = tsrc.calibration_s + dsrc.calibration_s;
     b.proposer = std::make_unique<spec::AdaptiveProposer>(std::move(chain), target_costs, draft_costs, ao);
     return b;
 }
@@ -238,7 +241,10 @@ std::vector<runtime::GenerateResult> generate_speculative_batch(runtime::Engine&
     TargetContext tc{&target.model(), &target.cache(), &target.pool(), target.options().prefill_chunk};
     SyncScheduler sch(tc, *pb.proposer, params, scheduler_options(cfg), trace.get());
     SpecStats stats;
+    stats.auto_costs_from = pb.costs_from;
+    stats.auto_calibration_s = pb.calibration_s;
     sch.run(prompts, max_new, [&](int i, int32_t tok) { return stops[i].push(tok); }, stats, pre);
+    if (cfg.method == Method::Auto) save_row_costs();  // what this run learned, for the next process
     std::vector<runtime::GenerateResult> out(reqs.size());
     for (size_t i = 0; i < reqs.size(); ++i) {
         auto& r = out[i];
@@ -273,6 +279,8 @@ runtime::GenerateResult generate_speculative(runtime::Engine& target, runtime::E
     runtime::StopChecker stop(target.tokenizer(), req);
     bool cancelled = false, stopped = false;
     SpecStats stats;
+    stats.auto_costs_from = pb.costs_from;
+    stats.auto_calibration_s = pb.calibration_s;
     sch.run({prompt}, {req.max_tokens},
             [&](int, int32_t tok) {
                 stopped = stop.push(tok);
@@ -283,6 +291,7 @@ runtime::GenerateResult generate_speculative(runtime::Engine& target, runtime::E
                 return stopped || cancelled;
             },
             stats, pre);
+    if (cfg.method == Method::Auto) save_row_costs();  // what this run learned, for the next process
     runtime::GenerateResult res;
     res.n_prompt = (int)prompt.size();
     res.text = stop.text();

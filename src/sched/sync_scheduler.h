@@ -9,6 +9,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 #include <memory>
 #include <vector>
 
@@ -48,6 +49,10 @@ struct SpecStats {
     // cost model's predicted against the measured seconds of those rounds.
     int auto_none = 0, auto_lookup = 0, auto_draft = 0;
     double auto_predicted_s = 0, auto_measured_s = 0;
+    // Where auto's cost curves came from (sched/cost_calibration.h: calibrated,
+    // file, process; the target's) and the seconds calibration took (both curves).
+    std::string auto_costs_from;
+    double auto_calibration_s = 0;
     // Tokens per target forward per sequence (tau); AR = 1.
     double mean_accept_len() const { return seq_rounds ? (double)emitted / seq_rounds : 0.0; }
 };
@@ -113,6 +118,9 @@ std::vector<runtime::GenerateResult> generate_speculative_batch(runtime::Engine&
 struct ProposerBundle {
     std::unique_ptr<spec::VocabSubset> subset;
     std::unique_ptr<spec::Proposer> proposer;
+    // Auto: where its cost curves came from, and what calibrating them cost now.
+    std::string costs_from;
+    double calibration_s = 0;
 };
 // Chain and tree need the draft engine; its cache must hold as many sequences
 // as the batch. The draft runs on the target's thread pool (never concurrently).

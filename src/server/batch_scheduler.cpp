@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "sample/sampler.h"
+#include "spec/adaptive_proposer.h"
 
 namespace specdec::server {
 
@@ -233,6 +234,16 @@ void BatchScheduler::decode_step() {
     }
     metrics_.record_decode_step(rep.rows, tokens, rep.draft_s + rep.verify_s);
     metrics_.record_spec_times(rep.draft_s, rep.verify_s);
+    const auto it = methods_.find({sched::Method::Auto, 0});
+    if (it != methods_.end())
+        if (const auto* ap = dynamic_cast<const spec::AdaptiveProposer*>(it->second.bundle.proposer.get())) {
+            const spec::AdaptiveStats& s = ap->stats();
+            metrics_.record_auto((int)(s.rounds_none - auto_seen_.rounds_none),
+                                 (int)(s.rounds_lookup - auto_seen_.rounds_lookup),
+                                 (int)(s.rounds_draft - auto_seen_.rounds_draft), s.predicted_s - auto_seen_.predicted_s,
+                                 s.measured_s - auto_seen_.measured_s);
+            auto_seen_ = s;
+        }
 }
 
 void BatchScheduler::retire(Active& a) {

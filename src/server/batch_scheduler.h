@@ -42,6 +42,7 @@
 #include "sched/ssd_config.h"
 #include "sched/sync_scheduler.h"
 #include "server/metrics.h"
+#include "spec/adaptive_proposer.h"
 
 namespace specdec::server {
 
@@ -149,6 +150,7 @@ private:
     std::vector<int> free_seqs_;
     sched::SpecBatch spec_;
     std::map<std::pair<sched::Method, int>, MethodEntry> methods_;
+    spec::AdaptiveStats auto_seen_;  // the auto proposer's counters already in the metrics
 };
 
 }  // namespace specdec::server

@@ -128,6 +128,15 @@ void Metrics::record_spec_times(double draft_s, double verify_s) {
     verify_seconds_ += verify_s;
 }
 
+void Metrics::record_auto(int none, int lookup, int draft, double predicted_s, double measured_s) {
+    std::lock_guard lk(mu_);
+    auto_none_ += (uint64_t)none;
+    auto_lookup_ += (uint64_t)lookup;
+    auto_draft_ += (uint64_t)draft;
+    auto_predicted_s_ += predicted_s;
+    auto_measured_s_ += measured_s;
+}
+
 void Metrics::set_queue_depth(int waiting, int active) {
     std::lock_guard lk(mu_);
     queue_depth_ = waiting;
@@ -193,6 +202,16 @@ std::string Metrics::render() const {
     per_method("specdec_method_mean_accept_length", "gauge",
                "Tokens per target forward per sequence, by method (1 for autoregressive decoding)",
                [](const MethodCounts& m) { return m.rows ? (double)m.decode_tokens / (double)m.rows : 0.0; });
+    header(out, "specdec_auto_rounds_total", "counter",
+           "Sequence-rounds of method auto, by the shape its cost model chose (none: a plain AR step)");
+    out += "specdec_auto_rounds_total{shape=\"none\"} " + std::to_string(auto_none_) + "\n";
+    out += "specdec_auto_rounds_total{shape=\"lookup\"} " + std::to_string(auto_lookup_) + "\n";
+    out += "specdec_auto_rounds_total{shape=\"draft\"} " + std::to_string(auto_draft_) + "\n";
+    scalar(out, "specdec_auto_predicted_seconds_total", "counter",
+           "Seconds the auto cost model predicted for the rounds it planned (target forward + draft)",
+           auto_predicted_s_);
+    scalar(out, "specdec_auto_measured_seconds_total", "counter",
+           "Seconds those rounds took (target forward + draft), to compare with the prediction", auto_measured_s_);
     scalar(out, "specdec_ssd_hit_rate", "gauge", "SSD speculation cache hit rate over all SSD rounds (0: none yet)",
            ssd_lookups_ > 0 ? (double)ssd_hits_ / (double)ssd_lookups_ : 0.0);
     scalar(out, "specdec_ssd_cache_lookups_total", "counter", "SSD speculation cache lookups (one per sequence-round)",

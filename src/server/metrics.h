@@ -60,6 +60,9 @@ public:
     // Seconds of one round spent in the proposers and in verification (tree
     // tensors, the target forward, the verifier, commits).
     void record_spec_times(double draft_s, double verify_s);
+    // Auto (--method auto): sequence-rounds by the shape the cost model chose,
+    // and its predicted against the measured seconds of those rounds.
+    void record_auto(int none, int lookup, int draft, double predicted_s, double measured_s);
     void set_queue_depth(int waiting, int active);
 
     // Prometheus text; `now` decides the tokens/s window.
@@ -80,6 +83,8 @@ private:
     };
     std::map<std::string, MethodCounts> methods_;
     double draft_seconds_ = 0, verify_seconds_ = 0;
+    uint64_t auto_none_ = 0, auto_lookup_ = 0, auto_draft_ = 0;
+    double auto_predicted_s_ = 0, auto_measured_s_ = 0;
     uint64_t ssd_lookups_ = 0, ssd_hits_ = 0;
     double ssd_stall_seconds_ = 0;
     // Recent decode steps (time, tokens) for a windowed tokens/s gauge.

@@ -151,8 +151,8 @@ void parse_stop(const json& body, runtime::GenerateRequest& gen) {
     }
 }
 
-void parse_spec(const json& body, const ServerInfo& info, SpecOptions& spec) {
-    spec.method = info.default_method;
+void parse_spec(const json& body, const ServerInfo& info, bool greedy, SpecOptions& spec) {
+    spec.method = greedy ? info.default_method : info.default_sampled_method;
     const json* s = field(body, "specdec");
     if (!s) return;
     if (!s->is_object()) throw wrong_type("specdec", "an object", *s);
@@ -275,7 +275,7 @@ ParsedRequest parse_request(Endpoint ep, std::string_view body_text, const Serve
         r.include_usage = get_bool(*so, "include_usage", false);
     }
     reject_unsupported(body, ep);
-    parse_spec(body, info, r.spec);
+    parse_spec(body, info, sp.greedy(), r.spec);
     return r;
 }
 

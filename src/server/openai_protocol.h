@@ -44,7 +44,10 @@ struct ServerInfo {
     std::string model_id;                       // echoed in responses and listed by /v1/models
     std::vector<std::string> model_aliases;     // other names accepted in "model"
     std::vector<std::string> available_methods = {"ar"};
-    std::string default_method = "ar";
+    std::string default_method = "ar";          // for requests that name none (greedy ones)
+    // For sampled requests that name none: auto's choices follow measured
+    // times, so a seed would not reproduce a text under it (ar does).
+    std::string default_sampled_method = "ar";
     int n_ctx = 0;                              // context of each sequence (tokens)
 };
 

@@ -93,6 +93,14 @@ void calibrate(RowCostCurve& curve, const ForwardTimer& timer, std::span<const i
         }
         curve.set(n, best);
     }
+    // More rows never cost less: a timing that came out below a smaller
+    // count's is noise, lifted to it (the rounds then correct both).
+    double floor = 0;
+    for (int n = 1; n <= curve.max_rows(); ++n)
+        if (curve.measured(n)) {
+            floor = std::max(floor, curve.seconds(n));
+            curve.set(n, floor);
+        }
 }
 
 namespace {

@@ -31,10 +31,46 @@ def test_json_fields_and_default_model():
     out = gen_json("-p", "Hello", "-n", "8")
     for key in ("text", "tokens", "n_prompt", "n_generated", "prefill_s", "decode_s", "decode_tok_s", "method"):
         assert key in out, key
-    assert out["method"] == "ar" and out["n_generated"] == len(out["tokens"]) <= 8
+    # Greedy: auto by default (the cost model picks each round's shape).
+    assert out["method"] == "auto" and out["n_generated"] == len(out["tokens"]) <= 8
     # No -m: the manifest's default model (the same SmolLM2 here).
     default = json.loads(run("generate", "-p", "Hello", "-n", "8", "--json", "-t", "2").stdout)
     assert default["tokens"] == out["tokens"]
+    # Sampling: AR by default, so that a seed reproduces the text.
+    assert gen_json("-p", "Hello", "-n", "4", "--temp", "0.7")["method"] == "ar"
+
+
+def test_auto_is_ar_token_for_token_and_caches_its_costs(tmp_path):
+    """Greedy auto emits AR's tokens; its cost curves are calibrated by the
+    first process and read from the cache file by the next; a corrupt cache
+    file means calibrating again, not an error."""
+    env = dict(os.environ, SPECDEC_CACHE_DIR=str(tmp_path))
+    # Code with repeated identifiers: prompt lookup finds matches to choose from.
+    prompt = "def add(a, b):\n    return a + b\n\ndef add3(a, b, c):\n    return add(add(a, b), c)\n\ndef add4("
+
+    def gen(*extra):
+        r = subprocess.run([str(SPECDEC_BIN), "generate", "-m", str(model_path(MODEL)), "--json", "-t", "2",
+                            "-p", prompt, "-n", "48", "--ignore-eos", *extra],
+                           capture_output=True, text=True, timeout=300, env=env)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    ar = gen("--method", "ar")
+    first = gen("--method", "auto")
+    assert first["tokens"] == ar["tokens"]
+    a = first["auto"]
+    assert a["costs_from"] == "calibrated" and a["calibration_s"] > 0
+    assert a["rounds_none"] + a["rounds_lookup"] + a["rounds_draft"] == first["rounds"]
+    assert a["rounds_draft"] == 0  # no draft model given
+    assert a["predicted_s"] > 0 and a["measured_s"] > 0
+    cache = json.loads((tmp_path / "row-costs.json").read_text())
+    assert any(MODEL in k for k in cache)
+    second = gen()
+    assert second["method"] == "auto" and second["tokens"] == ar["tokens"]
+    assert second["auto"]["costs_from"] == "file" and second["auto"]["calibration_s"] == 0
+    (tmp_path / "row-costs.json").write_text("{not json")
+    third = gen()
+    assert third["auto"]["costs_from"] == "calibrated" and third["tokens"] == ar["tokens"]
 
 
 def test_chat_template_answers():

@@ -122,7 +122,7 @@ def server():
 
 def generate_ref(prompt: str, n: int, chat: bool) -> dict:
     args = [str(BIN), "generate", "-m", str(model_path(DEFAULT_MODEL)), "-p", prompt, "-n", str(n), "--json",
-            "--threads", "2", "--ctx", str(CTX)]
+            "--threads", "2", "--ctx", str(CTX), "--method", "ar"]
     if chat:
         args.append("--chat")
     out = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT, check=True)
@@ -227,6 +227,27 @@ def test_specdec_extension(server):
     r = c.completions.create(model=MODEL, prompt="One, two, three,", max_tokens=12, temperature=0,
                              extra_body={"specdec": {"method": "ngram", "draft_k": 3}})
     assert r.choices[0].text == ref.choices[0].text
+
+
+def test_default_auto_is_ar_and_reports_its_shapes(server):
+    """Greedy requests that name no method get auto (here without a draft
+    model: prompt lookup or plain AR steps); the text is AR's, and /metrics
+    counts the shapes chosen with predicted and measured seconds."""
+    c = server.client()
+    prompt = "def add(a, b):\n    return a + b\n\ndef add3(a, b, c):\n    return add(add(a, b), c)\n\ndef add4("
+    ar = c.completions.create(model=MODEL, prompt=prompt, max_tokens=32, temperature=0,
+                              extra_body={"specdec": {"method": "ar"}})
+    auto = c.completions.create(model=MODEL, prompt=prompt, max_tokens=32, temperature=0)
+    assert auto.choices[0].text == ar.choices[0].text
+    m = server.metrics()
+    rounds = {line.split("\"")[1]: float(line.split()[-1]) for line in m.splitlines()
+              if line.startswith("specdec_auto_rounds_total{")}
+    assert set(rounds) == {"none", "lookup", "draft"} and rounds["draft"] == 0
+    assert rounds["none"] + rounds["lookup"] >= 31  # every decode round of the auto request
+    assert 'specdec_method_tokens_total{method="auto"}' in m
+    values = {line.split()[0]: float(line.split()[1]) for line in m.splitlines()
+              if line.startswith("specdec_auto_") and "{" not in line}
+    assert values["specdec_auto_predicted_seconds_total"] > 0 and values["specdec_auto_measured_seconds_total"] > 0
 
 
 # --- load: N concurrent streaming clients ------------------------------------------
@@ -437,7 +458,7 @@ def test_non_streaming_client_that_gives_up_is_cancelled(server):
 # same file), so chain and tree accept long paths; any draft is lossless, so
 # every greedy output must equal `specdec generate --method ar`.
 
-SPEC_METHODS = ["chain", "tree", "ngram"]
+SPEC_METHODS = ["chain", "tree", "ngram", "auto"]
 
 
 @pytest.fixture(scope="module")
@@ -537,7 +558,7 @@ def test_spec_load_by_method(spec_server):
     outputs equal AR's; prints tok/s and p50/p99 latency per method."""
     n_tok, n = 32, 4
     refs = [ar_ref(p, n_tok, chat=True)["text"] for p in PROMPTS[:n]]
-    for method in ["ar", "chain", "ngram"]:
+    for method in ["ar", "chain", "ngram", "auto"]:
         def one(i: int):
             t = time.perf_counter()
             text, _, usage = stream_chat(spec_server.client(), PROMPTS[i], n_tok, **spec_body(method))
