@@ -160,7 +160,7 @@ std::shared_ptr<spec::RowCostCurve> row_cost_curve(const CalibrationTarget& t, i
         return c;
     }
     const double t0 = now_s();
-    spec::calibrate(*curve, forward_timer(t, 0), rows, 2);
+    spec::calibrate(*curve, forward_timer(t, 0), rows, 3);
     out = CostSource{CostOrigin::Calibrated, now_s() - t0};
     SPECDEC_CHECK(!curve->empty(), "cost calibration of ", t.key, ": no forward could be timed (context full)");
     if (!path.empty()) save_points(path, fkey, *curve);

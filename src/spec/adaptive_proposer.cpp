@@ -84,7 +84,16 @@ void AdaptiveProposer::propose(std::span<const ProposeInput> in, std::span<Draft
         st.hist_len = (int)in[i].history.size();
     }
     const RoundCosts costs{target_costs_.get(), draft_costs_.get(), draft_scale_};
-    plan_ = choose_shapes(cands_, costs);
+    if (opts_.learn_costs && opts_.ar_probe_every > 0 && rounds_since_ar_ >= opts_.ar_probe_every) {
+        plan_.shapes.assign(n, Shape{});
+        evaluate_plan(cands_, costs, plan_);
+        ++stats_.ar_probes;
+    } else {
+        plan_ = choose_shapes(cands_, costs, opts_.min_gain);
+    }
+    const bool all_none = std::all_of(plan_.shapes.begin(), plan_.shapes.end(),
+                                      [](const Shape& s) { return s.kind == ShapeKind::None; });
+    rounds_since_ar_ = all_none ? 0 : rounds_since_ar_ + 1;
     ++stats_.plans;
     stats_.predicted_s += plan_.predicted_s;
     {

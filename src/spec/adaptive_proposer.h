@@ -37,6 +37,15 @@ struct AdaptiveOptions {
     int revisit_every = 32;        // rounds a drafter may stay unused before it is revisited
     double revisit_accept = 0.9;   // the optimistic belief it is revisited with
     bool learn_costs = true;       // correct the cost curves from the timed rounds
+    // A plan with drafts must be predicted this much faster than AR (the
+    // estimates are noisy; a marginal gamble is not worth taking).
+    double min_gain = 0.02;
+    // Every this many rounds without one, a plain AR round for the whole
+    // batch (0: never): when drafts always win, t(1) (AR's cost, against
+    // which every plan is judged) is otherwise never timed again after the
+    // calibration, and a calibration that came out slow would bias every
+    // choice towards drafting.
+    int ar_probe_every = 16;
 };
 
 // What the choices were, for --json, traces and /metrics.
@@ -44,6 +53,7 @@ struct AdaptiveStats {
     int64_t rounds_none = 0, rounds_lookup = 0, rounds_draft = 0;  // sequence-rounds by shape
     int64_t lookup_drafts = 0, draft_drafts = 0;                   // drafts proposed by each
     int64_t plans = 0;
+    int64_t ar_probes = 0;  // rounds made plain AR to time t(1) (counted in rounds_none too)
     double predicted_s = 0;  // sum over rounds of the chosen plan's predicted seconds
     double measured_s = 0;   // sum over the same rounds of target forward + draft seconds
 };
@@ -86,6 +96,7 @@ private:
     std::vector<std::unique_ptr<SeqState>> seqs_;
     double draft_scale_ = 1.0;
     double predicted_draft_s_ = 0;
+    int rounds_since_ar_ = 0;  // rounds since the last all-None plan
     bool drafted_ = false;
     AdaptiveStats stats_;
     ShapePlan plan_;

@@ -86,7 +86,10 @@ struct ShapePlan {
 // the whole batch: one target forward over every sequence's rows, the draft's
 // forwards batched by depth. Exact search for one sequence; for several, a
 // few passes of per-sequence best response (coordinate ascent) from all-None.
-ShapePlan choose_shapes(std::span<const ShapeCandidates> seqs, const RoundCosts& costs);
+// A plan with drafts must beat plain AR's predicted rate by `min_gain` (0.02:
+// 2 %): where the predicted gain is within the model's own error, the sure
+// AR step is taken.
+ShapePlan choose_shapes(std::span<const ShapeCandidates> seqs, const RoundCosts& costs, double min_gain = 0.0);
 // Expected tokens and seconds of a given plan (what choose_shapes maximises).
 void evaluate_plan(std::span<const ShapeCandidates> seqs, const RoundCosts& costs, ShapePlan& plan);
 

@@ -350,3 +350,46 @@ TEST(AdaptiveProposer, GreedyOutputIsArsUnderEveryCostModel) {
                     }
                 }
 }
+
+TEST(ChooseShapes, AMarginalGainIsNotWorthTheGamble) {
+    // A one-token lookup at p = 0.1 on a curve with t(2) = 1.07: predicted
+    // rate 1.1 / 1.07 = 1.028x AR, which clears no bar above 2.8 %.
+    const auto tgt = linear_curve(1.0, 0.07);
+    const spec::AcceptanceEstimator weak = estimator_at(0.1);
+    spec::ShapeCandidates c;
+    c.lookup = &weak;
+    c.lookup_len = 1;
+    c.max_drafts = 4;
+    EXPECT_EQ(spec::choose_shapes(std::span(&c, 1), {tgt.get(), nullptr, 1.0}, 0.0).shapes[0].kind,
+              spec::ShapeKind::Lookup);
+    EXPECT_EQ(spec::choose_shapes(std::span(&c, 1), {tgt.get(), nullptr, 1.0}, 0.05).shapes[0].kind,
+              spec::ShapeKind::None);
+}
+
+TEST(AdaptiveProposer, TimesAPlainArRoundNowAndThenWhenDraftsAlwaysWin) {
+    auto chain = std::make_unique<CountingChain>();
+    spec::AdaptiveOptions o;
+    o.draft_max = 3;
+    o.ar_probe_every = 8;
+    o.draft_acceptance = {0.95, 2.0, 0.9, 16};
+    auto tcurve = linear_curve(1.0, 0.01);
+    spec::AdaptiveProposer p(std::move(chain), tcurve, linear_curve(0.01, 0.001), o);
+    p.begin(0);
+    const std::vector<int32_t> hist{1, 2, 3, 4, 5};
+    std::vector<spec::ProposeInput> in{{0, hist, 16}};
+    std::vector<spec::DraftTree> out(1);
+    Rng rng(1);
+    std::vector<int> drafted;
+    for (int r = 0; r < 27; ++r) {
+        p.propose(in, out, rng);
+        drafted.push_back(out[0].size() - 1);
+        const spec::RoundOutcome oc{0, drafted.back(), drafted.back()};
+        // The rounds time a 1-row forward at 2.0 s: AR got slower than calibrated.
+        p.observe({std::span(&oc, 1), 1 + drafted.back(), drafted.back() == 0 ? 2.0 : 1.0});
+    }
+    // Rounds 8, 17 and 26 are the probes; all others draft the longest chain.
+    for (int r = 0; r < 27; ++r) EXPECT_EQ(drafted[r], r % 9 == 8 ? 0 : 3) << "round " << r;
+    EXPECT_EQ(p.stats().ar_probes, 3);
+    // Each probe blends its 2.0 s into t(1) with weight 0.2: 2 - 0.8^3 after three.
+    EXPECT_NEAR(tcurve->seconds(1), 2.0 - 0.8 * 0.8 * 0.8, 1e-9);
+}
