@@ -45,13 +45,20 @@ namespace fs = std::filesystem;
 // Bump when the timed forward or the kernels change what a curve means.
 constexpr int kCostCacheVersion = 1;
 
-std::string file_identity(const std::string& path) {
+std::string file_identity_of(const std::string& path) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) return path;
     std::error_code ec;
     const fs::path abs = fs::weakly_canonical(path, ec);
     return (ec ? path : abs.string()) + "|" + std::to_string((long long)st.st_size) + "|" +
            std::to_string((long long)st.st_mtime);
+}
+
+// The key's file part: "PATH[|layers=...]" -> canonical path, size and mtime, then the rest.
+std::string file_identity(const std::string& key) {
+    const size_t bar = key.find('|');
+    const std::string rest = bar == std::string::npos ? "" : key.substr(bar);
+    return file_identity_of(key.substr(0, bar)) + rest;
 }
 
 std::string cache_key(const CalibrationTarget& t) {

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "model/layer_list.h"
 #include "sched/cost_calibration.h"
 #include "sched/spec_batch.h"
 #include "sched/vocab_subset_source.h"
@@ -104,8 +105,12 @@ ProposerBundle make_adaptive_proposer(const SpecConfig& cfg, runtime::Engine& ta
         // The draft's first forward of a round reads its catch-up rows (the
         // root, plus whatever it missed while other shapes ran).
         const std::vector<int> drows{1, 2, 4, 8, 16};
-        draft_costs = row_cost_curve({&draft->model(), &draft->cache(), &target.pool(), draft->options().model_path},
-                                     32, drows, &dsrc);
+        // A self-speculation draft is the target's file with fewer layers: its
+        // curve is keyed by the layers it runs too, never the target's.
+        std::string dkey = draft->options().model_path;
+        if (!draft->options().keep_layers.empty())
+            dkey += "|layers=" + model::format_layer_list(draft->model().layers_run());
+        draft_costs = row_cost_curve({&draft->model(), &draft->cache(), &target.pool(), dkey}, 32, drows, &dsrc);
     }
     b.costs_from = cost_origin_name(tsrc.origin);
     b.calibration_s = tsrc.calibration_s + dsrc.calibration_s;
