@@ -10,6 +10,7 @@
 #include "kv/kv_cache.h"
 #include "model/transformer.h"
 #include "sample/sampler.h"
+#include "sched/sync_scheduler.h"
 // GCC 12 reports a false -Wrestrict inside std::string operator+ once the
 // synthetic writer is inlined into a large test; the code is fine.
 #pragma GCC diagnostic push
@@ -52,6 +53,38 @@ inline std::vector<int32_t> greedy_ar(TinyModel& m, ThreadPool& pool, const std:
         m.model->forward(b, cache, pool, r);
         cache.commit_length(0, 1);
     }
+    return out;
+}
+
+// The greedy-identity setup: a target, an unrelated draft (low acceptance,
+// many rejections), the target's twin as draft (every draft accepted), and
+// three prompts (the second repeats "9 8 7", so prompt lookup finds matches).
+struct GreedyModels {
+    static SyntheticModelSpec target_spec() {
+        SyntheticModelSpec s;
+        s.weight_scale = 0.6f;
+        return s;
+    }
+    static SyntheticModelSpec other_spec() {
+        SyntheticModelSpec s = target_spec();
+        s.seed = 99;
+        return s;
+    }
+    TinyModel target{target_spec(), 256, 3}, other{other_spec(), 256, 3}, self{target_spec(), 256, 3};
+    const std::vector<std::vector<int32_t>> prompts{{1, 2, 3, 4}, {9, 8, 7, 9, 8, 7, 9}, {5}};
+};
+
+// Runs the scheduler over the prompts, n tokens each, and returns what each emitted.
+inline std::vector<std::vector<int32_t>> run_collecting(sched::SyncScheduler& s,
+                                                         const std::vector<std::vector<int32_t>>& prompts, int n,
+                                                         sched::SpecStats& st) {
+    std::vector<std::vector<int32_t>> out(prompts.size());
+    s.run(prompts, std::vector<int>(prompts.size(), n),
+          [&](int i, int32_t t) {
+              out[i].push_back(t);
+              return false;
+          },
+          st);
     return out;
 }
 

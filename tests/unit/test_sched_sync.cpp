@@ -57,13 +57,7 @@ std::vector<std::vector<int32_t>> run_sched(test::TinyModel& target, test::TinyM
     so.mode = mode;
     so.distinct_siblings = true;
     sched::SyncScheduler s(tc, *prop, params, so);
-    std::vector<std::vector<int32_t>> out(prompts.size());
-    s.run(prompts, std::vector<int>(prompts.size(), n),
-          [&](int i, int32_t t) {
-              out[i].push_back(t);
-              return false;
-          },
-          st);
+    std::vector<std::vector<int32_t>> out = test::run_collecting(s, prompts, n, st);
     if (lookups) {
         auto* lf = dynamic_cast<spec::LookupFirstProposer*>(prop.get());
         *lookups = lf ? lf->lookup_rounds() : -1;
@@ -75,14 +69,9 @@ std::vector<std::vector<int32_t>> run_sched(test::TinyModel& target, test::TinyM
 
 TEST(SchedSync, GreedyIdentityAllMethodsModesBatches) {
     ThreadPool pool(2);
-    test::SyntheticModelSpec ts;
-    ts.weight_scale = 0.6f;
-    test::TinyModel target(ts, 256, 3);
-    test::SyntheticModelSpec ds = ts;
-    ds.seed = 99;  // an unrelated draft: low acceptance, exercises rejections
-    test::TinyModel other(ds, 256, 3);
-    test::TinyModel self(ts, 256, 3);  // the target itself: long accepted paths
-    const std::vector<std::vector<int32_t>> prompts{{1, 2, 3, 4}, {9, 8, 7, 9, 8, 7, 9}, {5}};
+    test::GreedyModels gm;  // an unrelated draft (rejections) and the target's twin (long accepted paths)
+    test::TinyModel &target = gm.target, &other = gm.other, &self = gm.self;
+    const auto& prompts = gm.prompts;
     const int n = 40;
     std::vector<std::vector<int32_t>> ref;
     for (const auto& p : prompts) ref.push_back(test::greedy_ar(target, pool, p, n));

@@ -296,13 +296,7 @@ std::vector<std::vector<int32_t>> run_auto(test::TinyModel& target, test::TinyMo
     so.tree_depth = 6;
     so.distinct_siblings = true;
     sched::SyncScheduler s(tc, prop, params, so);
-    std::vector<std::vector<int32_t>> out(prompts.size());
-    s.run(prompts, std::vector<int>(prompts.size(), n),
-          [&](int i, int32_t t) {
-              out[i].push_back(t);
-              return false;
-          },
-          st);
+    std::vector<std::vector<int32_t>> out = test::run_collecting(s, prompts, n, st);
     return out;
 }
 
@@ -310,14 +304,9 @@ std::vector<std::vector<int32_t>> run_auto(test::TinyModel& target, test::TinyMo
 
 TEST(AdaptiveProposer, GreedyOutputIsArsUnderEveryCostModel) {
     ThreadPool pool(2);
-    test::SyntheticModelSpec ts;
-    ts.weight_scale = 0.6f;
-    test::TinyModel target(ts, 256, 3);
-    test::SyntheticModelSpec ds = ts;
-    ds.seed = 99;
-    test::TinyModel other(ds, 256, 3);  // low acceptance
-    test::TinyModel self(ts, 256, 3);   // every draft accepted
-    const std::vector<std::vector<int32_t>> prompts{{1, 2, 3, 4}, {9, 8, 7, 9, 8, 7, 9}, {5}};
+    test::GreedyModels gm;  // an unrelated draft (low acceptance) and the target's twin (every draft accepted)
+    test::TinyModel &target = gm.target, &other = gm.other, &self = gm.self;
+    const auto& prompts = gm.prompts;
     const int n = 40;
     std::vector<std::vector<int32_t>> ref;
     for (const auto& p : prompts) ref.push_back(test::greedy_ar(target, pool, p, n));
