@@ -189,6 +189,7 @@ StepReport SpecBatch::step(const OnToken& on_token) {
         times.commit_s = now_s() - tc;
         stats_.verify_s += times.verify_s - (k > 0 ? verify_s : 0.0);
         stats_.commit_s += times.commit_s;
+        times.predicted_s = s.spec.proposer->last_predicted_s();
         if (trace_)
             trace_->round(i, round_, s.tensors, vr_, times, spec::draft_source(trees_[k]),
                           mode_ == spec::ExecMode::Reference);

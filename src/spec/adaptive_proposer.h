@@ -72,6 +72,7 @@ public:
     void propose(std::span<const ProposeInput> in, std::span<DraftTree> out, Rng& rng) override;
     double last_forward_s() const override { return drafted_ ? draft_->last_forward_s() : 0.0; }
     void observe(const RoundFeedback& fb) override;
+    double last_predicted_s() const override { return plan_.predicted_s; }
 
     const AdaptiveStats& stats() const { return stats_; }
     const ShapePlan& last_plan() const { return plan_; }

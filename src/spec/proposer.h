@@ -49,6 +49,9 @@ public:
     virtual void propose(std::span<const ProposeInput> in, std::span<DraftTree> out, Rng& rng) = 0;
     // Seconds spent in draft-model forwards during the last propose (0 if none).
     virtual double last_forward_s() const { return 0.0; }
+    // Seconds the last propose predicted its round would take (target forward
+    // + draft), for traces; < 0 for proposers that make no prediction.
+    virtual double last_predicted_s() const { return -1.0; }
     // After the round's verification: what became of the trees of the last
     // propose. Proposers that learn (acceptance, costs) override it; it comes
     // after the tokens are emitted, so it can only shape later rounds.

@@ -40,6 +40,7 @@ void TraceWriter::round(int seq, int round, const TreeTensors& t, const VerifyRe
     j["t_tree_s"] = times.tree_s;
     j["t_verify_s"] = times.verify_s;
     j["t_commit_s"] = times.commit_s;
+    if (times.predicted_s >= 0) j["t_predicted_s"] = times.predicted_s;
     if (full_tables) {
         j["depth"] = t.depth;
         j["position"] = t.position;

@@ -23,6 +23,9 @@ struct RoundTimes {
     double tree_s = 0;     // tensors, invariants, batch/mask build
     double verify_s = 0;   // target forward + verifier
     double commit_s = 0;   // KV commit and bookkeeping
+    // The proposer's prediction of the round's target forward + draft seconds
+    // (auto's cost model); < 0 when the proposer makes none.
+    double predicted_s = -1;
 };
 
 class TraceWriter {

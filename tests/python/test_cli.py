@@ -68,6 +68,12 @@ def test_auto_is_ar_token_for_token_and_caches_its_costs(tmp_path):
     second = gen()
     assert second["method"] == "auto" and second["tokens"] == ar["tokens"]
     assert second["auto"]["costs_from"] == "file" and second["auto"]["calibration_s"] == 0
+    # Traces carry the cost model's prediction of every round next to its measured times.
+    trace = tmp_path / "auto.jsonl"
+    traced = gen("--trace", str(trace))
+    rounds = [json.loads(line) for line in trace.read_text().splitlines() if '"round"' in line]
+    rounds = [r for r in rounds if r.get("type") == "round"]
+    assert len(rounds) == traced["rounds"] and all(r["t_predicted_s"] > 0 for r in rounds)
     (tmp_path / "row-costs.json").write_text("{not json")
     third = gen()
     assert third["auto"]["costs_from"] == "calibrated" and third["tokens"] == ar["tokens"]
