@@ -45,7 +45,7 @@ namespace fs = std::filesystem;
 // Bump when the timed forward or the kernels change what a curve means.
 constexpr int kCostCacheVersion = 1;
 
-std::string file_identity_of(const std::string& path) {
+std::string file_identity(const std::string& path) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) return path;
     std::error_code ec;
@@ -54,17 +54,12 @@ std::string file_identity_of(const std::string& path) {
            std::to_string((long long)st.st_mtime);
 }
 
-// The key's file part: "PATH[|layers=...]" -> canonical path, size and mtime, then the rest.
-std::string file_identity(const std::string& key) {
-    const size_t bar = key.find('|');
-    const std::string rest = bar == std::string::npos ? "" : key.substr(bar);
-    return file_identity_of(key.substr(0, bar)) + rest;
-}
+std::string variant_part(const CalibrationTarget& t) { return t.variant.empty() ? "" : "|" + t.variant; }
 
 std::string cache_key(const CalibrationTarget& t) {
     const char* isa = std::getenv("SPECDEC_ISA");
-    return "v" + std::to_string(kCostCacheVersion) + "|" + cpu_model_name() + "|" + file_identity(t.key) +
-           "|threads=" + std::to_string(t.pool ? t.pool->size() : 0) + "|isa=" + (isa ? isa : "");
+    return "v" + std::to_string(kCostCacheVersion) + "|" + cpu_model_name() + "|" + file_identity(t.path) +
+           variant_part(t) + "|threads=" + std::to_string(t.pool ? t.pool->size() : 0) + "|isa=" + (isa ? isa : "");
 }
 
 nlohmann::json read_cache(const std::string& path) {
@@ -90,14 +85,16 @@ bool load_points(const nlohmann::json& cache, const std::string& key, spec::RowC
     return n_set > 0;
 }
 
-void save_points(const std::string& path, const std::string& key, const spec::RowCostCurve& curve) {
-    std::error_code ec;
-    fs::create_directories(fs::path(path).parent_path(), ec);
-    nlohmann::json cache = read_cache(path);
+nlohmann::json points_json(const spec::RowCostCurve& curve) {
     nlohmann::json pts = nlohmann::json::array();
     for (int n = 1; n <= curve.max_rows(); ++n)
         if (curve.measured(n)) pts.push_back({n, curve.seconds(n)});
-    cache[key] = pts;
+    return pts;
+}
+
+void write_cache(const std::string& path, const nlohmann::json& cache) {
+    std::error_code ec;
+    fs::create_directories(fs::path(path).parent_path(), ec);
     // Written whole, then renamed: a reader never sees half a file.
     const std::string tmp = path + ".tmp" + std::to_string((long long)::getpid());
     {
@@ -142,14 +139,16 @@ void save_row_costs() {
     if (path.empty()) return;
     ProcessCurves& pc = process_curves();
     std::lock_guard lk(pc.mu);
+    nlohmann::json cache = read_cache(path);  // other processes' curves stay
     for (const auto& [k, e] : pc.by_key)
-        if (e.curve && !e.curve->empty()) save_points(path, e.file_key, *e.curve);
+        if (e.curve && !e.curve->empty()) cache[e.file_key] = points_json(*e.curve);
+    write_cache(path, cache);
 }
 
 std::shared_ptr<spec::RowCostCurve> row_cost_curve(const CalibrationTarget& t, int max_rows,
                                                    std::span<const int> rows, CostSource* src) {
     ProcessCurves& pc = process_curves();
-    const std::string key = t.key + "|threads=" + std::to_string(t.pool ? t.pool->size() : 0);
+    const std::string key = t.path + variant_part(t) + "|threads=" + std::to_string(t.pool ? t.pool->size() : 0);
     std::lock_guard lk(pc.mu);
     CostSource local;
     CostSource& out = src ? *src : local;
@@ -161,7 +160,8 @@ std::shared_ptr<spec::RowCostCurve> row_cost_curve(const CalibrationTarget& t, i
     const std::string path = cost_cache_path();
     const std::string fkey = cache_key(t) + "|rows=" + std::to_string(max_rows);
     entry.file_key = fkey;
-    if (!path.empty() && load_points(read_cache(path), fkey, *curve)) {
+    nlohmann::json cache = path.empty() ? nlohmann::json::object() : read_cache(path);
+    if (load_points(cache, fkey, *curve)) {
         out.origin = CostOrigin::File;
         c = curve;
         return c;
@@ -169,8 +169,11 @@ std::shared_ptr<spec::RowCostCurve> row_cost_curve(const CalibrationTarget& t, i
     const double t0 = now_s();
     spec::calibrate(*curve, forward_timer(t, 0), rows, 3);
     out = CostSource{CostOrigin::Calibrated, now_s() - t0};
-    SPECDEC_CHECK(!curve->empty(), "cost calibration of ", t.key, ": no forward could be timed (context full)");
-    if (!path.empty()) save_points(path, fkey, *curve);
+    SPECDEC_CHECK(!curve->empty(), "cost calibration of ", t.path, ": no forward could be timed (context full)");
+    if (!path.empty()) {
+        cache[fkey] = points_json(*curve);
+        write_cache(path, cache);
+    }
     c = curve;
     return c;
 }

@@ -2,15 +2,15 @@
 // measured on this machine: a forward of n rows (verification-shaped: every
 // row wants logits) timed for a few row counts, in the sequence slot given,
 // past its committed prefix and never committed, so the cache's contents are
-// untouched. One curve per (model file, thread count) per process, shared by
+// untouched. One curve per (model file, variant, thread count) per process, shared by
 // every proposer made after it and corrected online by all of them.
 //
 // The measured points are also kept in a file (row-costs.json in
 // $SPECDEC_CACHE_DIR, else $XDG_CACHE_HOME/specdec, else ~/.cache/specdec),
-// keyed by CPU name, model file (path, size, mtime), thread count, forced
+// keyed by CPU name, model file (path, size, mtime), variant, thread count, forced
 // ISA level and engine version, so only the first process on a machine pays
-// the calibration (a dozen forwards: about 1 s for a 1.5B Q4_K model on two
-// cores). SPECDEC_COST_CACHE=off skips the file (always calibrate). A missing
+// the calibration (the best of 3 timings per row count: about 3 s for the
+// 1.5B target and 0.5B draft on two cores). SPECDEC_COST_CACHE=off skips the file (always calibrate). A missing
 // or unreadable file just means calibrating; a cache that cannot be written
 // is not an error.
 #pragma once
@@ -33,7 +33,8 @@ struct CalibrationTarget {
     model::Transformer* model = nullptr;
     kv::KvCache* cache = nullptr;
     ThreadPool* pool = nullptr;
-    std::string key;  // the model file (with the thread count, the curve's identity)
+    std::string path;     // the model file
+    std::string variant;  // what else tells this model apart from the file's full one ("layers=0-11"), or ""
 };
 
 // Where a curve came from.

@@ -119,14 +119,10 @@ StepReport SpecBatch::step(const OnToken& on_token) {
 
     spec::RoundTimes times;
     double t = now_s();
-    for (size_t a = 0; a < n;) {
-        size_t b = a + 1;
-        spec::Proposer* p = slots_[order_[a]].spec.proposer;
-        while (b < n && slots_[order_[b]].spec.proposer == p) ++b;
+    for_each_proposer_run(n, [&](spec::Proposer* p, size_t a, size_t b) {
         Rng& rng = shared_rng_ ? *shared_rng_ : draft_rng_;
         p->propose(std::span(inputs_).subspan(a, b - a), std::span(trees_).subspan(a, b - a), rng);
-        a = b;
-    }
+    });
     double t2 = now_s();
     times.draft_s = t2 - t;
     t = t2;
@@ -198,13 +194,9 @@ StepReport SpecBatch::step(const OnToken& on_token) {
     // the propose calls above) and the shared forward's time.
     outcomes_.resize(n);
     for (size_t k = 0; k < n; ++k) outcomes_[k] = {rep.slots[k].slot, rep.slots[k].drafted, rep.slots[k].accepted};
-    for (size_t a = 0; a < n;) {
-        size_t b = a + 1;
-        spec::Proposer* p = slots_[order_[a]].spec.proposer;
-        while (b < n && slots_[order_[b]].spec.proposer == p) ++b;
+    for_each_proposer_run(n, [&](spec::Proposer* p, size_t a, size_t b) {
         p->observe({std::span(outcomes_).subspan(a, b - a), rep.forward_rows, verify_s});
-        a = b;
-    }
+    });
     stats_.draft_s += times.draft_s;
     stats_.tree_s += times.tree_s;
     ++round_;

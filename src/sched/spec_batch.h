@@ -100,6 +100,18 @@ private:
         int row_base = 0;
     };
     Rng& rng_of(Slot& s) { return shared_rng_ ? *shared_rng_ : s.rng; }
+    // Calls f(proposer, a, b) for each run [a, b) of order_'s first n slots
+    // that share a proposer (order_ is grouped by proposer).
+    template <class F>
+    void for_each_proposer_run(size_t n, F&& f) {
+        for (size_t a = 0; a < n;) {
+            size_t b = a + 1;
+            spec::Proposer* p = slots_[order_[a]].spec.proposer;
+            while (b < n && slots_[order_[b]].spec.proposer == p) ++b;
+            f(p, a, b);
+            a = b;
+        }
+    }
     // Feeds one token; returns true when the slot is done.
     bool emit(int slot, int32_t tok, const OnToken& on_token);
 

@@ -59,12 +59,12 @@ void SyncScheduler::run(const std::vector<std::vector<int32_t>>& prompts, const 
     if (const auto* a = dynamic_cast<const spec::AdaptiveProposer*>(&proposer_)) {
         // The proposer's counters are cumulative: this run's share is the
         // difference from before it.
-        const spec::AdaptiveStats& as = a->stats();
-        stats.auto_none += (int)(as.rounds_none - auto_before.rounds_none);
-        stats.auto_lookup += (int)(as.rounds_lookup - auto_before.rounds_lookup);
-        stats.auto_draft += (int)(as.rounds_draft - auto_before.rounds_draft);
-        stats.auto_predicted_s += as.predicted_s - auto_before.predicted_s;
-        stats.auto_measured_s += as.measured_s - auto_before.measured_s;
+        const spec::AdaptiveStats d = a->stats().since(auto_before);
+        stats.auto_none += (int)d.rounds_none;
+        stats.auto_lookup += (int)d.rounds_lookup;
+        stats.auto_draft += (int)d.rounds_draft;
+        stats.auto_predicted_s += d.predicted_s;
+        stats.auto_measured_s += d.measured_s;
     }
 }
 
@@ -85,8 +85,8 @@ ProposerBundle make_adaptive_proposer(const SpecConfig& cfg, runtime::Engine& ta
     for (int n = 1; n <= std::min(max_rows, 6); ++n) rows.push_back(n);
     if (max_rows > 6) rows.push_back(max_rows);
     CostSource tsrc, dsrc;
-    auto target_costs = row_cost_curve({&target.model(), &target.cache(), &target.pool(), target.options().model_path},
-                                       max_rows, rows, &tsrc);
+    auto target_costs = row_cost_curve(
+        {&target.model(), &target.cache(), &target.pool(), target.options().model_path, ""}, max_rows, rows, &tsrc);
     std::shared_ptr<spec::RowCostCurve> draft_costs;
     std::unique_ptr<spec::Proposer> chain;
     if (draft) {
@@ -107,10 +107,12 @@ ProposerBundle make_adaptive_proposer(const SpecConfig& cfg, runtime::Engine& ta
         const std::vector<int> drows{1, 2, 4, 8, 16};
         // A self-speculation draft is the target's file with fewer layers: its
         // curve is keyed by the layers it runs too, never the target's.
-        std::string dkey = draft->options().model_path;
-        if (!draft->options().keep_layers.empty())
-            dkey += "|layers=" + model::format_layer_list(draft->model().layers_run());
-        draft_costs = row_cost_curve({&draft->model(), &draft->cache(), &target.pool(), dkey}, 32, drows, &dsrc);
+        const std::string variant = draft->options().keep_layers.empty()
+                                        ? ""
+                                        : "layers=" + model::format_layer_list(draft->model().layers_run());
+        draft_costs = row_cost_curve({&draft->model(), &draft->cache(), &target.pool(), draft->options().model_path,
+                                      variant},
+                                     32, drows, &dsrc);
     }
     b.costs_from = cost_origin_name(tsrc.origin);
     b.calibration_s = tsrc.calibration_s + dsrc.calibration_s;

@@ -237,12 +237,10 @@ void BatchScheduler::decode_step() {
     const auto it = methods_.find({sched::Method::Auto, 0});
     if (it != methods_.end())
         if (const auto* ap = dynamic_cast<const spec::AdaptiveProposer*>(it->second.bundle.proposer.get())) {
-            const spec::AdaptiveStats& s = ap->stats();
-            metrics_.record_auto((int)(s.rounds_none - auto_seen_.rounds_none),
-                                 (int)(s.rounds_lookup - auto_seen_.rounds_lookup),
-                                 (int)(s.rounds_draft - auto_seen_.rounds_draft), s.predicted_s - auto_seen_.predicted_s,
-                                 s.measured_s - auto_seen_.measured_s);
-            auto_seen_ = s;
+            const spec::AdaptiveStats d = ap->stats().since(auto_seen_);
+            metrics_.record_auto((int)d.rounds_none, (int)d.rounds_lookup, (int)d.rounds_draft, d.predicted_s,
+                                 d.measured_s);
+            auto_seen_ = ap->stats();
         }
 }
 

@@ -96,11 +96,7 @@ void AdaptiveProposer::propose(std::span<const ProposeInput> in, std::span<Draft
     rounds_since_ar_ = all_none ? 0 : rounds_since_ar_ + 1;
     ++stats_.plans;
     stats_.predicted_s += plan_.predicted_s;
-    {
-        int rows = 0;
-        for (const Shape& s : plan_.shapes) rows += 1 + s.k;
-        predicted_draft_s_ = (plan_.predicted_s - target_costs_->seconds(rows)) / draft_scale_;
-    }
+    predicted_draft_s_ = plan_.draft_s / draft_scale_;  // the draft curve's own prediction, unscaled
 
     draft_in_.clear();
     draft_of_.clear();

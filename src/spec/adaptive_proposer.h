@@ -56,6 +56,14 @@ struct AdaptiveStats {
     int64_t ar_probes = 0;  // rounds made plain AR to time t(1) (counted in rounds_none too)
     double predicted_s = 0;  // sum over rounds of the chosen plan's predicted seconds
     double measured_s = 0;   // sum over the same rounds of target forward + draft seconds
+    // The counters' growth since `before` (an earlier copy of the same proposer's).
+    AdaptiveStats since(const AdaptiveStats& before) const {
+        return {rounds_none - before.rounds_none,     rounds_lookup - before.rounds_lookup,
+                rounds_draft - before.rounds_draft,   lookup_drafts - before.lookup_drafts,
+                draft_drafts - before.draft_drafts,   plans - before.plans,
+                ar_probes - before.ar_probes,         predicted_s - before.predicted_s,
+                measured_s - before.measured_s};
+    }
 };
 
 class AdaptiveProposer final : public Proposer {

@@ -156,6 +156,7 @@ void evaluate_plan(std::span<const ShapeCandidates> seqs, const RoundCosts& cost
         draft_s *= costs.draft_scale;
     }
     plan.expected_tokens = e;
+    plan.draft_s = draft_s;
     plan.predicted_s = costs.target->seconds(rows) + draft_s;
     plan.ar_s = costs.target->seconds((int)seqs.size());
 }

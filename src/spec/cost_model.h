@@ -79,6 +79,7 @@ struct ShapePlan {
     std::vector<Shape> shapes;  // one per sequence
     double expected_tokens = 0;
     double predicted_s = 0;     // target forward + draft forwards
+    double draft_s = 0;         // of which the draft's (with the draft scale applied)
     double ar_s = 0;            // plain AR round for the same sequences
 };
 
