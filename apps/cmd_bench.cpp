@@ -2,6 +2,7 @@
 // (issue #7), and an AR micro-benchmark of prefill, decode and N-row forwards
 // (issue #4), with the llama.cpp baseline and plots.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -87,6 +88,11 @@ int cmd_bench(int argc, char** argv) {
     app.add_option("--forward-reps", o.micro_reps, "AR micro-mode: timed forwards per size")->check(CLI::PositiveNumber);
     app.add_option("-o,--out-dir", o.out_dir, "directory for bench.md, bench.csv, bench.json");
     app.add_flag("--llamacpp", o.llamacpp, "also run llama.cpp (llama-cpp-python) on the same workload");
+    std::string llamacpp_spec = "all";
+    app.add_option("--llamacpp-spec", llamacpp_spec,
+                   "with --llamacpp: llama.cpp speculative types to run by its own example (comma-separated; "
+                   "'all' = draft-simple (with -d), ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod, "
+                   "ngram-cache; 'none')");
     app.add_flag("--plots", o.plots, "draw PNG plots with tools/plot_bench.py");
     app.add_flag("-q,--quiet", o.quiet, "no progress display");
     app.add_option("--order", o.order, "prompt sets: 'turn' runs every configuration back to back on each turn "
@@ -143,6 +149,17 @@ int cmd_bench(int argc, char** argv) {
         o.llamacpp = true;
         o.plots = true;
         o.resume = true;
+    }
+    if (llamacpp_spec == "all") {
+        o.llamacpp_spec = llamacpp_spec_types();
+    } else if (llamacpp_spec != "none") {
+        const auto& known = llamacpp_spec_types();
+        std::string names = "all, none";
+        for (const auto& k : known) names += ", " + k;
+        o.llamacpp_spec = parse_string_list(llamacpp_spec);
+        for (const auto& t : o.llamacpp_spec)
+            SPECDEC_CHECK(std::find(known.begin(), known.end(), t) != known.end(),
+                          "--llamacpp-spec: unknown llama.cpp speculative type '", t, "' (known: ", names, ")");
     }
     o.methods = parse_string_list(methods);
     SPECDEC_CHECK(!o.methods.empty(), "--method: empty list");
@@ -233,7 +250,8 @@ int cmd_bench(int argc, char** argv) {
                          {"ngram_min", o.ngram_min},   {"ngram_max", o.ngram_max},     {"mode", o.mode},
                          {"trace_dir", o.trace_dir},   {"prefill", o.micro_prefill},   {"decode", o.micro_decode},
                          {"forward_sizes", o.forward_sizes}, {"forward_reps", o.micro_reps},
-                         {"out_dir", o.out_dir},       {"llamacpp", o.llamacpp},       {"plots", o.plots},
+                         {"out_dir", o.out_dir},       {"llamacpp", o.llamacpp},       {"llamacpp_spec", o.llamacpp_spec},
+                         {"plots", o.plots},
                          {"skip_unavailable", o.skip_unavailable}, {"ssd_k", o.ssd_k},
                          {"fanout", o.fanout},         {"saguaro_c", o.saguaro_c},
                          {"fanout_budget", o.fanout_budget}, {"ssd_backup", o.ssd_backup},

@@ -8,19 +8,21 @@ Input (JSON, written by specdec bench):
    # or the prompt-set mode (issue #7):
    "turns": [{"conv", "turn", "tokens"}], "n_predict", "temps", "ignore_eos",
    "eog": [ids], "seed", "warmup", "reps", "pld_num_pred_tokens", "pld_max_ngram_size",
-   # optional: draft-model speculation (llamacpp-draft)
-   "draft_model": PATH, "draft_num_pred_tokens": K, "spec_bin": PATH}
+   # optional: llama.cpp's own speculative types, run by its example "spec_bin":
+   # "spec_methods": ["llamacpp-draft", "llamacpp-ngram-simple", ...]
+   # (llamacpp_spec_example.SPEC_TYPES), "spec_bin": PATH,
+   # and for llamacpp-draft "draft_model": PATH, "draft_num_pred_tokens": K}
 
 Output (JSON):
   micro: {"micro": [{"threads", "prefill_tok_s", "decode_tok_s", ...}], ...}
-  prompts: {"runs": [{"method": "llamacpp-ar"|"llamacpp-pld"|"llamacpp-draft", "threads", "temp",
+  prompts: {"runs": [{"method": "llamacpp-ar"|"llamacpp-pld"|<a spec method>, "threads", "temp",
              "records": [{"conv", "turn", "n_prompt", "n_generated", "prefill_s",
                           "decode_s", "rep_decode_s", "finish_reason", "tokens",
-                          "matches_llamacpp_ar",  # pld/draft, greedy: output == llamacpp-ar's
-                          # llamacpp-draft: "drafted", "accepted" (no "tokens": the example prints text)
+                          "matches_llamacpp_ar",  # pld/spec, greedy: output == llamacpp-ar's
+                          # spec methods: "drafted", "accepted" (no "tokens": the example prints text)
                          }]}],
            "skipped": [{"method", "threads", "temp", "conv", "turn", "reason"}],  # when any
-           "unavailable": {"llamacpp-draft": why}, ...}  # when the example is not built
+           "unavailable": {<spec method>: why}, ...}  # when the example is not built
 
 Timing: micro prefill = llama.eval(P tokens) after a reset; micro decode = D
 single-token llama.eval calls with fixed tokens (no sampling, same tokens as
@@ -30,10 +32,11 @@ used; prefill = time to the first token, decode = first token to last
 prompt mode resumable: each finished record is appended to FILE at once, and
 records already there are reused instead of run again.  Prompt-lookup speculation is
 llama_cpp.llama_speculative.LlamaPromptLookupDecoding passed as draft_model.
-Draft-model speculation is llama.cpp's own example llama-speculative-simple
-("spec_bin", built by tools/build_llamacpp_spec.sh from the same vendored
-llama.cpp), run once per turn by tools/llamacpp_spec_example.py; its figures
-are the ones it prints (prefill includes the draft's prompt).  Turns it cannot
+Draft-model and n-gram speculation are llama.cpp's own example
+llama-speculative-simple ("spec_bin", built by tools/build_llamacpp_spec.sh
+from the same vendored llama.cpp) with one `--spec-type` each, run once per
+turn by tools/llamacpp_spec_example.py; its figures are the ones it prints
+(prefill includes the draft's prompt).  Turns it cannot
 run are listed under "skipped"; a missing binary under "unavailable".
 """
 
@@ -151,7 +154,18 @@ def read_checkpoint(path: str | None) -> dict:
 
 
 def methods_of(inp: dict) -> list[str]:
-    return ["llamacpp-ar", "llamacpp-pld"] + (["llamacpp-draft"] if inp.get("draft_model") else [])
+    import llamacpp_spec_example as spec
+
+    wanted = inp.get("spec_methods", ["llamacpp-draft"] if inp.get("draft_model") else [])
+    unknown = [m for m in wanted if m not in spec.SPEC_TYPES]
+    if unknown:
+        raise SystemExit(f"bench_llamacpp: unknown spec methods {unknown} (known: {sorted(spec.SPEC_TYPES)})")
+    return ["llamacpp-ar", "llamacpp-pld"] + list(wanted)
+
+
+def is_spec(method: str) -> bool:
+    """Run by llama.cpp's speculative example (not by llama-cpp-python)."""
+    return method not in ("llamacpp-ar", "llamacpp-pld")
 
 
 def spec_unavailable(inp: dict) -> str | None:
@@ -187,23 +201,26 @@ def run_prompts(inp: dict, quiet: bool, checkpoint: str | None = None) -> dict:
                 g = int(inp.get("pld_max_ngram_size", 2))
                 draft = LlamaPromptLookupDecoding(max_ngram_size=g, num_pred_tokens=k)
                 extra = {"num_pred_tokens": k, "max_ngram_size": g}
-            elif method == "llamacpp-draft":
+            elif is_spec(method):
                 why = spec_unavailable(inp)
                 if why:
                     unavailable[method] = why
                     log(quiet, f"llama.cpp baseline: {method} not measured: {why}")
                     continue
-                extra = {"num_pred_tokens": int(inp.get("draft_num_pred_tokens", 4)),
-                         "draft_model": inp["draft_model"], "impl": "llama-speculative-simple"}
+                extra = {"spec_type": spec.SPEC_TYPES[method][0], "impl": "llama-speculative-simple"}
+                if method == "llamacpp-draft":
+                    extra.update(num_pred_tokens=int(inp.get("draft_num_pred_tokens", 4)),
+                                 draft_model=inp["draft_model"])
+                spec_flags = spec.spec_args(method, inp.get("draft_model"), extra.get("num_pred_tokens", 0))
                 if vocab is None:
                     vocab = llama_cpp.Llama(model_path=inp["model"], vocab_only=True, verbose=False)
             pending = any((method, t, temp, tr["conv"], tr["turn"]) not in done
                           for temp in inp["temps"] for tr in turns)
-            llm = load(inp["model"], t, inp["n_ctx"], draft) if pending and method != "llamacpp-draft" else None
+            llm = load(inp["model"], t, inp["n_ctx"], draft) if pending and not is_spec(method) else None
 
             def one(tr, temp):
                 """(record fields, generated text or None) of one run of the turn."""
-                if method != "llamacpp-draft":
+                if not is_spec(method):
                     gen, pre, dec, fin = generate_turn(llm, tr["tokens"], inp["n_predict"], temp, eog,
                                                        inp["ignore_eos"], inp["seed"])
                     return {"n_generated": len(gen), "prefill_s": pre, "decode_s": dec, "finish_reason": fin,
@@ -211,9 +228,8 @@ def run_prompts(inp: dict, quiet: bool, checkpoint: str | None = None) -> dict:
                 text = spec.prompt_text(vocab, tr["tokens"])
                 if text is None:
                     raise ValueError("its prompt ids do not come back from their text (the example takes text)")
-                r = spec.run_turn(inp["spec_bin"], inp["model"], inp["draft_model"], text, len(tr["tokens"]),
-                                  inp["n_predict"], t, temp, inp["seed"], extra["num_pred_tokens"], inp["n_ctx"],
-                                  inp["ignore_eos"])
+                r = spec.run_turn(inp["spec_bin"], inp["model"], spec_flags, text, len(tr["tokens"]),
+                                  inp["n_predict"], t, temp, inp["seed"], inp["n_ctx"], inp["ignore_eos"])
                 return r, spec.generated_text(r.pop("stdout"), spec.text_of(vocab, tr["tokens"]))
 
             for temp in inp["temps"]:

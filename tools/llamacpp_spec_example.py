@@ -1,7 +1,14 @@
-"""llama.cpp's own draft-model speculative decoding (the llama-speculative-simple
-example, built by tools/build_llamacpp_spec.sh from the llama.cpp that
-llama-cpp-python vendors) on one turn, for the `llamacpp-draft` baseline of
-`specdec bench --llamacpp` (tools/bench_llamacpp.py).
+"""llama.cpp's own speculative decoding (the llama-speculative-simple example,
+built by tools/build_llamacpp_spec.sh from the llama.cpp that llama-cpp-python
+vendors) on one turn, for the `llamacpp-draft` and `llamacpp-ngram-*`
+baselines of `specdec bench --llamacpp` (tools/bench_llamacpp.py).
+
+Each baseline is one of llama.cpp's speculative types (`--spec-type`, its
+common/speculative.cpp), run with the settings llama.cpp's own
+docs/speculative.md gives for it: draft-simple with specdec's K and a greedy
+draft, the n-gram types with their documented example command lines. The
+other types need what the packaged models do not carry (an EAGLE-3 head, MTP
+layers, a DFlash or DSpark drafter).
 
 The example takes prompt text, not token ids: the turn's ids are turned back
 into text (special tokens written out), and that text is used only if
@@ -11,11 +18,13 @@ tokens is checked too. Its greedy output is compared with llama.cpp AR's as
 text (the example prints text, not ids).
 
 Figures are the example's own: "encoded N tokens in S seconds" (the target's
-prompt minus its last token, plus the draft's prompt), "decoded N tokens in S
+prompt minus its last token, plus the draft's prompt when there is a draft
+model), "decoded N tokens in S
 seconds" (every token after the prompt, the first one included), n_drafted and
 n_accept. It is run with -n N-1: its loop stops once it has more than -n
-tokens, so it decodes at least N, and its last round can overshoot by up to K
-(it drafts K even when fewer are left); when it stops on an end-of-generation
+tokens, so it decodes at least N, and its last round can overshoot by up to its
+draft length (K, or up to 64 for the n-gram types: it drafts in full even when
+fewer are left); when it stops on an end-of-generation
 token, that token is counted (and any accepted after it in the same round).
 So its generated count can exceed specdec's N; tok/s is its count over its time.
 """
@@ -57,6 +66,32 @@ def prompt_text(llm, tokens) -> bytes | None:
     return None
 
 
+# bench method -> llama.cpp speculative type and its flags (after --spec-type).
+# "{k}" is specdec's draft length; the n-gram flags are docs/speculative.md's.
+SPEC_TYPES = {
+    "llamacpp-draft": ["draft-simple", "--spec-draft-n-max", "{k}", "--spec-draft-n-min", "0",
+                       "--spec-draft-p-min", "0"],
+    "llamacpp-ngram-simple": ["ngram-simple", "--spec-draft-n-max", "64"],
+    "llamacpp-ngram-map-k": ["ngram-map-k", "--spec-draft-n-max", "64"],
+    "llamacpp-ngram-map-k4v": ["ngram-map-k4v", "--spec-ngram-map-k4v-size-n", "8", "--spec-ngram-map-k4v-size-m", "8",
+                               "--spec-ngram-map-k4v-min-hits", "2", "--spec-draft-n-max", "64"],
+    "llamacpp-ngram-mod": ["ngram-mod", "--spec-ngram-mod-n-match", "24", "--spec-ngram-mod-n-min", "48",
+                           "--spec-ngram-mod-n-max", "64"],
+    "llamacpp-ngram-cache": ["ngram-cache"],
+}
+
+
+def spec_args(method: str, draft: str | None, k: int) -> list[str]:
+    """The example's speculative flags for a bench method (draft-simple needs the draft GGUF)."""
+    kind, *flags = SPEC_TYPES[method]
+    out = ["--spec-type", kind] + [f.replace("{k}", str(k)) for f in flags]
+    if kind.startswith("draft-"):
+        if not draft:
+            raise ValueError(f"{method} needs a draft model")
+        out = ["-md", draft] + out
+    return out
+
+
 _NUM = {
     "encoded": re.compile(r"encoded\s+(\d+) tokens in\s+([0-9.]+) seconds"),
     "decoded": re.compile(r"decoded\s+(\d+) tokens in\s+([0-9.]+) seconds"),
@@ -65,18 +100,18 @@ _NUM = {
 }
 
 
-def run_turn(binary: str, target: str, draft: str, text: bytes, n_prompt: int, n_predict: int, threads: int,
-             temp: float, seed: int, k: int, n_ctx: int, ignore_eos: bool, timeout: float = 3600) -> dict:
-    """One run of the example; raises RuntimeError with its stderr when it fails."""
+def run_turn(binary: str, target: str, spec: list[str], text: bytes, n_prompt: int, n_predict: int, threads: int,
+             temp: float, seed: int, n_ctx: int, ignore_eos: bool, timeout: float = 3600) -> dict:
+    """One run of the example with the speculative flags `spec` (spec_args);
+    raises RuntimeError with its stderr when it fails."""
     fd, path = tempfile.mkstemp(suffix=".txt", prefix="specdec-llamacpp-")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(text + b"\n")  # -f drops one trailing newline; the prompt's own must stay
-        cmd = [binary, "-m", target, "-md", draft, "-f", path, "-n", str(max(0, n_predict - 1)),
+        cmd = [binary, "-m", target, "-f", path, "-n", str(max(0, n_predict - 1)),
                "-c", str(n_ctx), "-b", str(max(n_ctx, 512)), "-ub", "512",
                "-t", str(threads), "-tb", str(threads), "-td", str(threads), "-tbd", str(threads),
-               "--spec-type", "draft-simple", "--spec-draft-n-max", str(k), "--spec-draft-n-min", "0",
-               "--spec-draft-p-min", "0", "-fa", "off",
+               *spec, "-fa", "off",
                "--temp", str(temp), "--top-k", "1" if temp == 0 else "0", "--top-p", "1", "--min-p", "0",
                "--repeat-penalty", "1", "--seed", str(seed)]
         if ignore_eos:

@@ -78,6 +78,7 @@ struct BenchOptions {
     // Output.
     std::string out_dir = "bench-out";
     bool llamacpp = false;
+    std::vector<std::string> llamacpp_spec;  // llama.cpp speculative types (llamacpp_spec_types())
     bool plots = false;
     bool quiet = false;
     std::vector<std::string> argv;      // the command line, for the record

@@ -127,7 +127,7 @@ nlohmann::json summarize(const BenchResult& r) {
                                  {"other", std::max(0.0, dec - draft - tree - verify - commit)}};
             if (c.method == "ar") s["time_split_s"] = {{"draft", 0.0}, {"tree_mask", 0.0}, {"verify", dec},
                                                        {"commit", 0.0}, {"other", 0.0}};
-        } else if (c.method == "llamacpp-draft") {  // llama-speculative-simple's counts (no rounds)
+        } else if (is_llamacpp_spec_method(c.method)) {  // llama-speculative-simple's counts (no rounds)
             int drafted = 0, accepted = 0;
             for (const auto& t : r.records)
                 if (t.config == (int)ci) drafted += t.drafted, accepted += t.accepted;
@@ -184,7 +184,7 @@ nlohmann::json record_json(const BenchResult& r, const TurnRecord& t) {
         for (const char* k : {"rounds", "emitted", "drafted", "accepted", "lookup_rounds", "mean_accept_len",
                               "draft_s", "tree_s", "verify_s", "commit_s"})
             j[k] = nullptr;
-        if (c.method == "llamacpp-draft") {  // as llama-speculative-simple prints them
+        if (is_llamacpp_spec_method(c.method)) {  // as llama-speculative-simple prints them
             j["drafted"] = t.drafted;
             j["accepted"] = t.accepted;
         }
@@ -302,9 +302,11 @@ std::string llamacpp_table(const BenchResult& r) {
            << " |\n";
     }
     md << "\nllama.cpp on the same GGUF, threads and prompt token ids: `llamacpp-ar` (llama-cpp-python's "
-          "Llama.generate), `llamacpp-pld` (its prompt lookup), `llamacpp-draft` (llama.cpp's own draft-model "
-          "speculation, the llama-speculative-simple example, K drafted tokens, greedy draft; its prefill includes "
-          "the draft's, and its figures are the ones it prints). Speedups are per turn, over specdec AR and over "
+          "Llama.generate), `llamacpp-pld` (its prompt lookup), and llama.cpp's own speculative types by its "
+          "llama-speculative-simple example, whose figures are the ones it prints: `llamacpp-draft` (draft-simple, "
+          "K drafted tokens, greedy draft; its prefill includes the draft's) and `llamacpp-ngram-*` (ngram-simple, "
+          "ngram-map-k, ngram-map-k4v, ngram-mod, ngram-cache, with the settings of llama.cpp's "
+          "docs/speculative.md). Speedups are per turn, over specdec AR and over "
           "llama.cpp AR on the same turn. Greedy == llama.cpp AR compares the output with llamacpp-ar's: llama.cpp's "
           "logits depend on the batch, so verifying drafts in batches can change its greedy tokens.\n\n";
     return md.str();

@@ -254,7 +254,7 @@ nlohmann::json run_fingerprint(const BenchResult& r) {
     nlohmann::json opts = r.meta.value("options", nlohmann::json::object());
     // What does not change a record: where it goes, how it is shown, and which
     // slice of the run this process does.
-    for (const char* k : {"out_dir", "llamacpp", "plots", "trace_dir", "resume", "shard", "stop_after", "quiet"})
+    for (const char* k : {"out_dir", "llamacpp", "llamacpp_spec", "plots", "trace_dir", "resume", "shard", "stop_after", "quiet"})
         opts.erase(k);
     std::string prompts;
     for (const auto& c : r.conversations) prompts += nlohmann::json{{"id", c.id}, {"set", c.set}, {"turns", c.turns}}.dump() + "\n";
@@ -666,6 +666,22 @@ void run_sweep(BenchResult& r) {
     });
 }
 
+const std::vector<std::string>& llamacpp_spec_types() {
+    static const std::vector<std::string> types = {"draft-simple", "ngram-simple", "ngram-map-k",
+                                                   "ngram-map-k4v", "ngram-mod",    "ngram-cache"};
+    return types;
+}
+
+std::string llamacpp_spec_method(const std::string& spec_type) {
+    return spec_type == "draft-simple" ? "llamacpp-draft" : "llamacpp-" + spec_type;
+}
+
+bool is_llamacpp_spec_method(const std::string& method) {
+    for (const auto& t : llamacpp_spec_types())
+        if (method == llamacpp_spec_method(t)) return true;
+    return false;
+}
+
 void run_llamacpp(BenchResult& r, const std::string& root) {
     const BenchOptions& o = r.opts;
     const fs::path dir(o.out_dir);
@@ -700,16 +716,23 @@ void run_llamacpp(BenchResult& r, const std::string& root) {
         in["reps"] = o.reps;
         in["pld_num_pred_tokens"] = o.draft_k.front();
         in["pld_max_ngram_size"] = o.ngram_max;
-        // Draft-model speculation with the same draft GGUF and K as chain
-        // (llama.cpp has no layer-skipping draft: not with --draft-layers).
-        // It is llama.cpp's own example, built by tools/build_llamacpp_spec.sh
-        // (SPECDEC_LLAMACPP_SPEC_BIN names another build).
-        if (!o.draft.empty() && o.draft_layers.empty()) {
-            in["draft_model"] = o.draft_path;
-            in["draft_num_pred_tokens"] = o.draft_k.front();
-            const char* bin = std::getenv("SPECDEC_LLAMACPP_SPEC_BIN");
-            in["spec_bin"] = bin && *bin ? std::string(bin) : root + "/build/llamacpp-spec/bin/llama-speculative-simple";
+        // llama.cpp's own speculative types, by its own example, built by
+        // tools/build_llamacpp_spec.sh (SPECDEC_LLAMACPP_SPEC_BIN names
+        // another build). draft-simple uses the same draft GGUF and K as
+        // chain, so it runs only with a draft model (llama.cpp has no
+        // layer-skipping draft: not with --draft-layers).
+        nlohmann::json spec_methods = nlohmann::json::array();
+        for (const auto& t : o.llamacpp_spec) {
+            if (t == "draft-simple") {
+                if (o.draft.empty() || !o.draft_layers.empty()) continue;
+                in["draft_model"] = o.draft_path;
+                in["draft_num_pred_tokens"] = o.draft_k.front();
+            }
+            spec_methods.push_back(llamacpp_spec_method(t));
         }
+        in["spec_methods"] = spec_methods;
+        const char* bin = std::getenv("SPECDEC_LLAMACPP_SPEC_BIN");
+        in["spec_bin"] = bin && *bin ? std::string(bin) : root + "/build/llamacpp-spec/bin/llama-speculative-simple";
     }
     in["threads"] = threads;
     in["n_ctx"] = o.n_ctx;
@@ -813,7 +836,7 @@ void run_llamacpp(BenchResult& r, const std::string& root) {
             if (t.contains("tokens")) tr.tokens = t["tokens"].get<std::vector<int32_t>>();
             if (t.contains("matches_llamacpp_ar") && t["matches_llamacpp_ar"].is_boolean())
                 tr.matches_ar = t["matches_llamacpp_ar"].get<bool>() ? 1 : 0;
-            if (c.method == "llamacpp-draft") {  // as llama-speculative-simple prints them
+            if (is_llamacpp_spec_method(c.method)) {  // as llama-speculative-simple prints them
                 tr.drafted = t.value("drafted", 0);
                 tr.accepted = t.value("accepted", 0);
             }

@@ -15,7 +15,7 @@ namespace specdec::bench {
 
 // One point of the sweep. Parameters that do not apply to the method are 0.
 struct RunConfig {
-    std::string method;     // ar, chain, tree, ngram, ssd; llamacpp-ar, -pld, -draft (external)
+    std::string method;     // ar, auto, chain, tree, ngram, ssd; llamacpp-* (external)
     int tree_budget = 0, tree_depth = 0, tree_topk = 0;
     int draft_k = 0;
     int lookup_min = 0;     // chain/tree: prompt lookup first from this suffix length (0: off)
@@ -102,6 +102,15 @@ nlohmann::json run_fingerprint(const BenchResult& r);
 // units this shard has not done yet, each appended to the checkpoint when
 // done; then fills r.records from every checkpoint in the output directory.
 void run_sweep(BenchResult& r);
+
+// The llama.cpp speculative types `--llamacpp-spec` can name (those that
+// apply to plain GGUF models: the others need an EAGLE-3 head, MTP layers or a
+// DFlash drafter), and the bench method each one's rows carry.
+const std::vector<std::string>& llamacpp_spec_types();
+std::string llamacpp_spec_method(const std::string& spec_type);  // draft-simple -> llamacpp-draft
+// Rows measured by llama.cpp's speculative example: they carry its drafted and
+// accepted counts (no rounds).
+bool is_llamacpp_spec_method(const std::string& method);
 
 // Runs tools/bench_llamacpp.py on the same model, threads and prompt tokens
 // (or the micro-mode workload) and merges its records.

@@ -481,6 +481,46 @@ def test_llamacpp_draft_baseline_records(llamacpp_report):
         "prompt_tokens"]
 
 
+NGRAM_TYPES = ["ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache"]
+
+
+def test_llamacpp_ngram_types_have_rows(llamacpp_report):
+    """Every n-gram speculative type of llama.cpp runs by its own example on every turn, with its
+    counts and its greedy output checked against llama.cpp AR's."""
+    data = llamacpp_report["data"]
+    ar = {(r["conv_id"], r["turn"]): r for r in data["records"] if r["method"] == "ar"}
+    md = (llamacpp_report["dir"] / "bench.md").read_text().split("## llama.cpp baselines")[1]
+    for t in NGRAM_TYPES:
+        method = "llamacpp-" + t
+        rows = [r for r in data["records"] if r["method"] == method]
+        assert len(rows) == len(ar), method
+        for r in rows:
+            assert r["label"] == f"{method} t=1" and r["prompt_tokens"] == ar[(r["conv_id"], r["turn"])]["prompt_tokens"]
+            # -n 8: at least 8 decoded; an n-gram draft (up to 64) may run past it in the last round
+            assert 8 <= r["generated_tokens"] <= 8 + 64 and r["decode_s"] > 0
+            assert 0 <= r["accepted"] <= r["drafted"] and r["rounds"] is None
+            assert isinstance(r["matches_ar"], bool)
+        assert any(l.startswith(f"| {method} t=1 |") for l in md.splitlines()), method
+    run = json.loads((llamacpp_report["dir"] / "llamacpp_checkpoint.jsonl").read_text().splitlines()[-1])
+    assert run["impl"] == "llama-speculative-simple" and run["spec_type"] in NGRAM_TYPES
+
+
+def test_llamacpp_spec_option_picks_types_and_refuses_unknown(prompts_file, tmp_path):
+    model = str(model_path(DEFAULT_MODEL))
+    base = [str(BIN), "bench", "-m", model, "--method", "ar", "--prompts", str(prompts_file), "--max-turns", "1",
+            "--limit", "1", "-n", "2", "-t", "1", "--warmup", "0", "-c", "512", "--llamacpp", "-q"]
+    p = subprocess.run(base + ["--llamacpp-spec", "ngram-simple,bogus", "-o", str(tmp_path / "bad")],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0 and "unknown llama.cpp speculative type 'bogus'" in p.stderr
+    assert not (tmp_path / "bad" / "bench.json").exists()
+    p = subprocess.run(base + ["--llamacpp-spec", "none", "-o", str(tmp_path / "none")],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    data = load_report(tmp_path / "none")
+    assert {r["method"] for r in data["records"]} == {"ar", "llamacpp-ar", "llamacpp-pld"}
+    assert data["unavailable"] == {}
+
+
 def test_llamacpp_draft_baseline_resumes(llamacpp_report):
     ck = llamacpp_report["dir"] / "llamacpp_checkpoint.jsonl"
     before = ck.read_text()
@@ -504,6 +544,7 @@ def test_llamacpp_draft_not_built_is_reported(prompts_file, tmp_path):
                        env=dict(os.environ, SPECDEC_LLAMACPP_SPEC_BIN=str(tmp_path / "missing")))
     assert p.returncode == 0, p.stderr
     data = load_report(out)
-    assert "build_llamacpp_spec.sh" in data["unavailable"]["llamacpp-draft"]
+    assert set(data["unavailable"]) == {"llamacpp-draft"} | {"llamacpp-" + t for t in NGRAM_TYPES}
+    assert all("build_llamacpp_spec.sh" in why for why in data["unavailable"].values())
     assert {r["method"] for r in data["records"]} == {"ar", "llamacpp-ar", "llamacpp-pld"}
     assert "llamacpp-draft" in (out / "bench.md").read_text()  # under "Not measured"
