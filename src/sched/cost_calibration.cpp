@@ -43,7 +43,9 @@ namespace {
 namespace fs = std::filesystem;
 
 // Bump when the timed forward or the kernels change what a curve means.
-constexpr int kCostCacheVersion = 1;
+// 2: the file holds calibrations only (version 1 files also held online
+// corrections, possibly made under load).
+constexpr int kCostCacheVersion = 2;
 
 std::string file_identity(const std::string& path) {
     struct stat st {};
@@ -122,28 +124,13 @@ std::string cost_cache_path() {
 namespace {
 struct ProcessCurves {
     std::mutex mu;
-    struct Entry {
-        std::shared_ptr<spec::RowCostCurve> curve;
-        std::string file_key;
-    };
-    std::map<std::string, Entry> by_key;
+    std::map<std::string, std::shared_ptr<spec::RowCostCurve>> by_key;
 };
 ProcessCurves& process_curves() {
     static ProcessCurves pc;
     return pc;
 }
 }  // namespace
-
-void save_row_costs() {
-    const std::string path = cost_cache_path();
-    if (path.empty()) return;
-    ProcessCurves& pc = process_curves();
-    std::lock_guard lk(pc.mu);
-    nlohmann::json cache = read_cache(path);  // other processes' curves stay
-    for (const auto& [k, e] : pc.by_key)
-        if (e.curve && !e.curve->empty()) cache[e.file_key] = points_json(*e.curve);
-    write_cache(path, cache);
-}
 
 std::shared_ptr<spec::RowCostCurve> row_cost_curve(const CalibrationTarget& t, int max_rows,
                                                    std::span<const int> rows, CostSource* src) {
@@ -153,13 +140,11 @@ std::shared_ptr<spec::RowCostCurve> row_cost_curve(const CalibrationTarget& t, i
     CostSource local;
     CostSource& out = src ? *src : local;
     out = CostSource{CostOrigin::Process, 0.0};
-    auto& entry = pc.by_key[key];
-    auto& c = entry.curve;
+    auto& c = pc.by_key[key];
     if (c && c->max_rows() >= max_rows) return c;
     auto curve = std::make_shared<spec::RowCostCurve>(max_rows);
     const std::string path = cost_cache_path();
     const std::string fkey = cache_key(t) + "|rows=" + std::to_string(max_rows);
-    entry.file_key = fkey;
     nlohmann::json cache = path.empty() ? nlohmann::json::object() : read_cache(path);
     if (load_points(cache, fkey, *curve)) {
         out.origin = CostOrigin::File;
@@ -171,7 +156,7 @@ std::shared_ptr<spec::RowCostCurve> row_cost_curve(const CalibrationTarget& t, i
     out = CostSource{CostOrigin::Calibrated, now_s() - t0};
     SPECDEC_CHECK(!curve->empty(), "cost calibration of ", t.path, ": no forward could be timed (context full)");
     if (!path.empty()) {
-        cache[fkey] = points_json(*curve);
+        cache[fkey] = points_json(*curve);  // the calibration only (see the header)
         write_cache(path, cache);
     }
     c = curve;

@@ -5,7 +5,7 @@
 // untouched. One curve per (model file, variant, thread count) per process, shared by
 // every proposer made after it and corrected online by all of them.
 //
-// The measured points are also kept in a file (row-costs.json in
+// The calibrated points are also kept in a file (row-costs.json in
 // $SPECDEC_CACHE_DIR, else $XDG_CACHE_HOME/specdec, else ~/.cache/specdec),
 // keyed by CPU name, model file (path, size, mtime), variant, thread count, forced
 // ISA level and engine version, so only the first process on a machine pays
@@ -13,6 +13,15 @@
 // 1.5B target and 0.5B draft on two cores). SPECDEC_COST_CACHE=off skips the file (always calibrate). A missing
 // or unreadable file just means calibrating; a cache that cannot be written
 // is not an error.
+//
+// Only calibrations go to the file, never a process's online corrections: a
+// process's rounds are timed under whatever else runs beside it (a loaded
+// server, a test suite's parallel clients), and a correction written back
+// would hold every later process to those costs. Worse, it sticks where it is
+// too high: the planner then avoids those row counts and never times them
+// again (seen: a curve corrected under test load kept t(3), t(4) 1.4x above
+// their quiet cost, so auto never drafted 2-3 tokens). Each process corrects
+// its own copy from its own rounds.
 #pragma once
 
 #include <memory>
@@ -52,11 +61,6 @@ struct CostSource {
 // are the counts measured, the rest interpolated) and written to the file.
 std::shared_ptr<spec::RowCostCurve> row_cost_curve(const CalibrationTarget& t, int max_rows,
                                                    std::span<const int> rows, CostSource* src = nullptr);
-
-// Writes this process's curves (as corrected online so far) to the cache
-// file, so the next process starts from them. Quietly does nothing when
-// there is no file to write.
-void save_row_costs();
 
 // Where the file lives ("" when SPECDEC_COST_CACHE=off or no directory is known).
 std::string cost_cache_path();

@@ -251,7 +251,6 @@ std::vector<runtime::GenerateResult> generate_speculative_batch(runtime::Engine&
     stats.auto_costs_from = pb.costs_from;
     stats.auto_calibration_s = pb.calibration_s;
     sch.run(prompts, max_new, [&](int i, int32_t tok) { return stops[i].push(tok); }, stats, pre);
-    if (cfg.method == Method::Auto) save_row_costs();  // what this run learned, for the next process
     std::vector<runtime::GenerateResult> out(reqs.size());
     for (size_t i = 0; i < reqs.size(); ++i) {
         auto& r = out[i];
@@ -298,7 +297,6 @@ runtime::GenerateResult generate_speculative(runtime::Engine& target, runtime::E
                 return stopped || cancelled;
             },
             stats, pre);
-    if (cfg.method == Method::Auto) save_row_costs();  // what this run learned, for the next process
     runtime::GenerateResult res;
     res.n_prompt = (int)prompt.size();
     res.text = stop.text();

@@ -31,6 +31,15 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 MODELS_DIR = Path(os.environ.get("SPECDEC_MODELS_DIR", REPO_ROOT / "models"))
 REGISTRY_PATH = REPO_ROOT / "tools" / "models.json"
 
+# The engine's cost-calibration cache (sched/cost_calibration.h) goes to a
+# directory of the test session's own: tests run engines side by side on a
+# loaded machine, and their calibrations must neither land in the user's
+# ~/.cache/specdec nor be read from it. Every subprocess inherits this.
+if not os.environ.get("SPECDEC_CACHE_DIR"):
+    import tempfile
+
+    os.environ["SPECDEC_CACHE_DIR"] = tempfile.mkdtemp(prefix="specdec-test-cache-")
+
 for _p in (REPO_ROOT / "tools", REPO_ROOT / "tools" / "reference"):
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
