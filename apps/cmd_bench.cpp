@@ -40,6 +40,10 @@ int cmd_bench(int argc, char** argv) {
     app.add_option("--tree-width", o.tree_width, "tree: frontier width, nodes expanded per depth (0 = top-k; 1 = "
                    "one-row draft forwards)")->check(CLI::Range(0, 32));
     app.add_option("--draft-k", ks, "chain/ngram: draft lengths (comma-separated)");
+    std::string gains;
+    app.add_option("--auto-min-gain", gains,
+                   "auto: predicted gain over AR a draft must reach (comma-separated: one auto configuration "
+                   "each; default 0.02)");
     app.add_option("--lookup-min", lookups,
                    "chain/tree: prompt lookup first, from this suffix length; 0 = off (comma-separated)");
     app.add_option("--batch", batches, "sequences decoded together (comma-separated)");
@@ -169,6 +173,9 @@ int cmd_bench(int argc, char** argv) {
     o.draft_k = parse_int_list(ks, "--draft-k");
     o.batch = parse_int_list(batches, "--batch");
     o.lookup_min = parse_int_list(lookups, "--lookup-min");
+    if (!gains.empty()) o.auto_min_gain = parse_double_list(gains, "--auto-min-gain");
+    for (double g : o.auto_min_gain)
+        SPECDEC_CHECK(g >= 0 && g <= 1, "--auto-min-gain ", g, " is outside [0, 1]");
     o.temp = parse_double_list(temps, "--temp");
     o.threads = parse_int_list(threads, "-t/--threads");
     o.sets = parse_string_list(sets);
@@ -264,6 +271,7 @@ int cmd_bench(int argc, char** argv) {
     // Only when used: a run without it keeps the fingerprint (and so the
     // checkpoints) of runs made before the option existed.
     if (o.lookup_min != std::vector<int>{0}) r.meta["options"]["lookup_min"] = o.lookup_min;
+    if (o.auto_min_gain != BenchOptions{}.auto_min_gain) r.meta["options"]["auto_min_gain"] = o.auto_min_gain;
     r.meta["seeds"] = {{"sampling", o.seed}};
     r.meta["argv"] = o.argv;
 

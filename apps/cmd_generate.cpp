@@ -71,6 +71,7 @@ int cmd_generate(int argc, char** argv) {
     app.add_option("--ngram-min", spec.ngram_min, "ngram: shortest suffix to match")->check(CLI::Range(1, 16));
     app.add_option("--ngram-max", spec.ngram_max, "ngram: longest suffix to match")->check(CLI::Range(1, 16));
     add_lookup_options(app, spec);
+    add_auto_options(app, spec);
     app.add_option("--mode", mode, "reference (every invariant, full traces) or performance (cheap checks)")
         ->check(CLI::IsMember({"reference", "performance"}));
     app.add_option("--draft-window", spec.draft_window, "draft sees at most this many recent tokens (0 = all)")

@@ -359,6 +359,7 @@ int cmd_serve(int argc, char** argv) {
     app.add_option("--tree-depth", spec.tree_depth, "tree: max draft depth")->check(CLI::Range(1, 64));
     app.add_option("--tree-budget", spec.tree_budget, "tree: max nodes incl. the root")->check(CLI::Range(1, 1024));
     add_lookup_options(app, spec);
+    add_auto_options(app, spec);
     // SSD (Saguaro): requests asking for ssd are decoded in cohorts (batch_scheduler.h).
     sched::SsdConfig& ssd = sopts.ssd;
     SsdCliOptions ssd_cli;

@@ -12,4 +12,11 @@ void add_lookup_options(CLI::App& app, sched::SpecConfig& spec) {
         ->check(CLI::Range(0, 64));
 }
 
+void add_auto_options(CLI::App& app, sched::SpecConfig& spec) {
+    app.add_option("--auto-min-gain", spec.auto_min_gain,
+                   "auto: take a draft only when the cost model predicts it this much faster than a plain AR "
+                   "step (0.02 = 2 %; higher is safer where drafts barely pay)")
+        ->check(CLI::Range(0.0, 1.0));
+}
+
 }  // namespace specdec::cli

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "sched/spec_config.h"
+
 namespace specdec::bench {
 
 struct BenchOptions {
@@ -22,6 +24,7 @@ struct BenchOptions {
     std::vector<int> tree_topk{4};
     int tree_width = 0;                 // tree frontier width (0: top-k; 1: one-row draft forwards)
     std::vector<int> draft_k{5};
+    std::vector<double> auto_min_gain{sched::SpecConfig{}.auto_min_gain};  // auto: margins over AR, one config each
     std::vector<int> lookup_min{0};     // chain/tree: prompt lookup first (0: off; see LookupFirstProposer)
     std::vector<int> batch{1};
     std::vector<double> temp{0.0};

@@ -48,6 +48,9 @@ std::string RunConfig::label() const {
     if (method == "chain" || method == "ngram" || method == "llamacpp-draft" || method == "auto")
         s += " k=" + std::to_string(draft_k);
     if (lookup_min > 0) s += " +lookup" + std::to_string(lookup_min);
+    // Only a margin other than the default is named: labels of runs made
+    // before the option existed stay as they were.
+    if (method == "auto" && auto_min_gain != sched::SpecConfig{}.auto_min_gain) s += " gain=" + fmt_num(auto_min_gain);
     if (method == "ssd") s += " k=" + std::to_string(ssd_k) + " " + fanout + " C=" + fmt_num(saguaro_c);
     if (batch != 1) s += " B=" + std::to_string(batch);
     if (temp != 0) s += " T=" + fmt_num(temp);
@@ -67,6 +70,7 @@ nlohmann::json RunConfig::to_json() const {
     j["ssd_k"] = ssd_k;
     j["fanout"] = fanout;
     j["saguaro_c"] = saguaro_c;
+    if (method == "auto") j["auto_min_gain"] = auto_min_gain;
     j["batch"] = batch;
     j["temp"] = temp;
     j["threads"] = threads;
@@ -173,6 +177,7 @@ sched::SpecConfig spec_config(const RunConfig& c, const BenchOptions& o) {
     s.tree_topk = c.tree_topk > 0 ? c.tree_topk : s.tree_topk;
     s.tree_width = o.tree_width;
     s.lookup_min = c.lookup_min;
+    if (c.method == "auto") s.auto_min_gain = c.auto_min_gain;
     s.ngram_min = o.ngram_min;
     s.ngram_max = o.ngram_max;
     s.mode = sched::parse_mode(o.mode);
@@ -219,10 +224,15 @@ std::vector<RunConfig> group_configs(const BenchOptions& o, const std::vector<st
         } else if (m == "auto") {
             // One configuration: the cost model picks each round's shape, up
             // to the longest draft chain the sweep offers.
-            RunConfig c = base;
-            c.method = m;
-            c.draft_k = o.draft_k.empty() ? 0 : *std::max_element(o.draft_k.begin(), o.draft_k.end());
-            out.push_back(c);
+            // One configuration per margin (--auto-min-gain): the cost model
+            // picks each round's shape, up to the longest draft chain the sweep offers.
+            for (double g : o.auto_min_gain) {
+                RunConfig c = base;
+                c.method = m;
+                c.draft_k = o.draft_k.empty() ? 0 : *std::max_element(o.draft_k.begin(), o.draft_k.end());
+                c.auto_min_gain = g;
+                out.push_back(c);
+            }
         } else if (m == "ssd") {
             for (int k : o.ssd_k)
                 for (const auto& f : o.fanout)

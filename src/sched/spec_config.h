@@ -56,6 +56,9 @@ struct SpecConfig {
     int lookup_k = 0;  // lookup chain length (0: the draft's own: draft_k, or the tree's depth)
     // Auto: the longest lookup chain (the draft chain's limit is draft_k).
     int auto_lookup_max = 8;
+    // Auto: how much faster than AR a plan with drafts must be predicted to be
+    // taken (spec::AdaptiveOptions::min_gain).
+    double auto_min_gain = 0.02;
     int lookup_len() const {
         if (lookup_k > 0) return lookup_k;
         return method == Method::Chain ? draft_k : std::min(tree_depth, tree_budget - 1);

@@ -78,6 +78,7 @@ ProposerBundle make_adaptive_proposer(const SpecConfig& cfg, runtime::Engine& ta
     spec::AdaptiveOptions ao;
     ao.draft_max = std::max(1, cfg.draft_k);
     ao.lookup_max = std::max(1, cfg.auto_lookup_max);
+    ao.min_gain = cfg.auto_min_gain;
     if (cfg.lookup_min > 0) ao.lookup_min_n = cfg.lookup_min;
     ao.lookup_max_n = std::max(ao.lookup_min_n, cfg.ngram_max + 1);
     const int max_rows = std::max(ao.draft_max, ao.lookup_max) + 1;

@@ -548,3 +548,23 @@ def test_llamacpp_draft_not_built_is_reported(prompts_file, tmp_path):
     assert all("build_llamacpp_spec.sh" in why for why in data["unavailable"].values())
     assert {r["method"] for r in data["records"]} == {"ar", "llamacpp-ar", "llamacpp-pld"}
     assert "llamacpp-draft" in (out / "bench.md").read_text()  # under "Not measured"
+
+
+def test_auto_min_gain_sweeps_and_refuses_bad_values(prompts_file, tmp_path):
+    """--auto-min-gain gives one auto configuration per margin (the default one keeps its old
+    label), each greedy-identical to AR; a margin outside [0, 1] is refused."""
+    model = str(model_path(DEFAULT_MODEL))
+    base = [str(BIN), "bench", "-m", model, "--method", "ar,auto", "--prompts", str(prompts_file), "--max-turns", "1",
+            "--limit", "2", "-n", "8", "-t", "1", "--warmup", "0", "-c", "512", "-q"]
+    p = subprocess.run(base + ["--auto-min-gain", "0.02,0.5", "-o", str(tmp_path / "ok")], capture_output=True,
+                       text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    data = load_report(tmp_path / "ok")
+    labels = {c["label"] for c in data["configs"]}
+    assert {"auto k=5 t=1", "auto k=5 gain=0.5 t=1"} <= labels, labels
+    gains = sorted(c["auto_min_gain"] for c in data["configs"] if c["method"] == "auto")
+    assert gains == [0.02, 0.5]
+    assert all(r["matches_ar"] is True for r in data["records"] if r["method"] == "auto")
+    p = subprocess.run(base + ["--auto-min-gain", "1.5", "-o", str(tmp_path / "bad")], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode != 0 and "--auto-min-gain 1.5 is outside [0, 1]" in p.stderr
