@@ -8,8 +8,8 @@
 namespace specdec::io {
 
 BpeTokenizer::BpeTokenizer(const TokenIndex* token_ids,
-                           const std::vector<std::string>& merges, PreTokenizer pre)
-    : token_ids_(token_ids), pre_(pre) {
+                           const std::vector<std::string>& merges, PreTokenizer pre, bool ignore_merges)
+    : token_ids_(token_ids), pre_(pre), ignore_merges_(ignore_merges) {
     merge_keys_.reserve(merges.size());
     rank_of_key_.reserve(merges.size());
     for (size_t i = 0; i < merges.size(); ++i) {
@@ -37,6 +37,15 @@ void BpeTokenizer::encode(std::string_view text, std::vector<int32_t>& out) cons
         std::string encoded;
         encoded.reserve(word.size() * 2);
         for (unsigned char b : word) encoded += unicode::byte_to_unicode(b);
+        if (ignore_merges_) {
+            // Llama 3 has tokens the merges cannot build (long digit groups,
+            // words), and Hugging Face's tokenizer emits them whole.
+            const auto it = token_ids_->find(encoded);
+            if (it != token_ids_->end()) {
+                out.push_back(it->second);
+                continue;
+            }
+        }
         encode_word(encoded, out);
     }
 }

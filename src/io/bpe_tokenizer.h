@@ -16,9 +16,11 @@ namespace specdec::io {
 class BpeTokenizer {
 public:
     // token_ids: text -> id for the whole vocabulary; merges: "left right"
-    // strings in rank order (tokenizer.ggml.merges).
+    // strings in rank order (tokenizer.ggml.merges). ignore_merges: a word
+    // that is a token maps to it directly (llama.cpp's ignore_merges, see
+    // pretokenizer_ignores_merges).
     BpeTokenizer(const TokenIndex* token_ids,
-                 const std::vector<std::string>& merges, PreTokenizer pre);
+                 const std::vector<std::string>& merges, PreTokenizer pre, bool ignore_merges = false);
 
     // Appends the ids of raw (not special-token) text.
     void encode(std::string_view text, std::vector<int32_t>& out) const;
@@ -39,6 +41,7 @@ private:
     TokenIndex merge_keys_;
     std::vector<int32_t> rank_of_key_;
     PreTokenizer pre_;
+    bool ignore_merges_;
 };
 
 }  // namespace specdec::io

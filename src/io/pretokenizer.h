@@ -17,11 +17,21 @@ enum class PreTokenizer {
     Gpt2,     // also mpt, olmo, ...
     Smollm,   // also starcoder, refact, command-r, codeshell, ...
     Qwen2,    // also stablelm2, megrez
+    Llama3,   // llama-bpe (Llama 3.x), also dbrx, smaug-bpe, falcon3, pixtral, ...
+    Qwen35,   // Qwen3.5: Qwen2's split with \p{M} counted as part of words
+    Falcon,
+    DeepseekLlm,
+    DeepseekCoder,
 };
 
 // Maps tokenizer.ggml.pre to a pre-tokenizer; throws specdec::Error on names
 // this engine does not implement (as llama.cpp throws on unknown names).
 PreTokenizer pretokenizer_from_name(const std::string& pre);
+
+// llama.cpp's ignore_merges for a tokenizer.ggml.pre name: a pre-tokenized
+// word that is itself a token becomes that token without running the merges
+// (set for the Llama 3 names, not for dbrx or smaug-bpe, which share the split).
+bool pretokenizer_ignores_merges(const std::string& pre);
 
 // Splits UTF-8 text into words (still UTF-8, not byte-encoded). Invalid UTF-8
 // becomes U+FFFD, as in llama.cpp.

@@ -67,8 +67,10 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& file) {
     if (t->kind_ == Kind::Bpe) {
         SPECDEC_CHECK(file.has("tokenizer.ggml.merges"), "tokenizer: BPE vocabulary without merges in ",
                       file.path());
-        const PreTokenizer pre = pretokenizer_from_name(file.get_string("tokenizer.ggml.pre", ""));
-        t->bpe_ = std::make_unique<BpeTokenizer>(&t->ids_, file.get_string_array("tokenizer.ggml.merges"), pre);
+        const std::string pre_name = file.get_string("tokenizer.ggml.pre", "");
+        const PreTokenizer pre = pretokenizer_from_name(pre_name);
+        t->bpe_ = std::make_unique<BpeTokenizer>(&t->ids_, file.get_string_array("tokenizer.ggml.merges"), pre,
+                                                 pretokenizer_ignores_merges(pre_name));
         t->bos_ = 11;  // llama.cpp's defaults when the metadata has no ids
         t->eos_ = 11;
         t->add_space_prefix_ = false;
@@ -180,7 +182,14 @@ void Tokenizer::finish_special_tokens(const GgufFile& file) {
                 }
             }
         } else if (kind_ == Kind::Spm && (a & kByte)) {
-            p.push_back(char(std::strtol(std::string(ids_.text(int32_t(i)).substr(3, 2)).c_str(), nullptr, 16)));
+            // A byte token reads "<0xNN>"; like llama.cpp, take the hex digits
+            // at offset 3. A text shorter than that is a corrupt vocabulary:
+            // substr would throw std::out_of_range, not the Error a bad file
+            // must give (found by tests/fuzz/fuzz_tokenizer).
+            const std::string_view text = ids_.text(int32_t(i));
+            SPECDEC_CHECK(text.size() >= 3, "tokenizer: byte token '", text, "' (id ", i,
+                          ") is not of the form <0xNN> in ", file.path());
+            p.push_back(char(std::strtol(std::string(text.substr(3, 2)).c_str(), nullptr, 16)));
         } else if (kind_ == Kind::Bpe && (a & kNormal)) {
             p = BpeTokenizer::decode_token_text(std::string(ids_.text(int32_t(i))));
         }

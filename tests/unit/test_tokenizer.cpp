@@ -14,6 +14,7 @@
 #include "io/pretokenizer.h"
 #include "io/tokenizer.h"
 #include "io/unicode_tables.h"
+#include "unit/gguf_writer.h"
 #include "unit/model_paths.h"
 
 using namespace specdec::io;
@@ -77,6 +78,129 @@ TEST(PreTokenizer, Qwen2) {
     EXPECT_EQ(words(PreTokenizer::Qwen2, "a \n\n  b"), (V{"a", " \n\n", " ", " b"}));
     EXPECT_EQ(words(PreTokenizer::Qwen2, "x = (y);\n"), (V{"x", " =", " (", "y", ");\n"}));
     EXPECT_THROW(pretokenizer_from_name("no-such-pre"), specdec::Error);
+}
+
+// Expected splits below follow llama.cpp's unicode_regex_split for each
+// vocabulary's regex list (src/llama-vocab.cpp), including how it runs them:
+// the Qwen/Llama 3 family through hand-written matchers on category flags,
+// regexes with \p{..} through std::regex on category-collapsed text, the
+// others through std::wregex with non-ASCII whitespace turned into U+000B.
+
+TEST(PreTokenizer, Names) {
+    EXPECT_EQ(pretokenizer_from_name("llama-bpe"), PreTokenizer::Llama3);
+    EXPECT_EQ(pretokenizer_from_name("llama3"), PreTokenizer::Llama3);
+    EXPECT_EQ(pretokenizer_from_name("dbrx"), PreTokenizer::Llama3);
+    EXPECT_EQ(pretokenizer_from_name("gpt-2"), PreTokenizer::Gpt2);
+    EXPECT_EQ(pretokenizer_from_name("qwen35"), PreTokenizer::Qwen35);
+    EXPECT_EQ(pretokenizer_from_name("falcon"), PreTokenizer::Falcon);
+    EXPECT_EQ(pretokenizer_from_name("deepseek-llm"), PreTokenizer::DeepseekLlm);
+    EXPECT_EQ(pretokenizer_from_name("deepseek-coder"), PreTokenizer::DeepseekCoder);
+    // Llama 3's names skip the merges for words that are tokens; dbrx and
+    // smaug-bpe share the split but not that.
+    EXPECT_TRUE(pretokenizer_ignores_merges("llama-bpe"));
+    EXPECT_FALSE(pretokenizer_ignores_merges("dbrx"));
+    EXPECT_FALSE(pretokenizer_ignores_merges("qwen2"));
+    try {
+        pretokenizer_from_name("glm4");  // same regex as Llama 3, but more settings: refused
+        ADD_FAILURE() << "glm4 accepted";
+    } catch (const specdec::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("'glm4'"), std::string::npos) << e.what();
+    }
+}
+
+TEST(PreTokenizer, Llama3) {
+    using V = std::vector<std::string>;
+    // \p{N}{1,3}: digits in groups of three from the left; the space before a
+    // number is a word of its own.
+    EXPECT_EQ(words(PreTokenizer::Llama3, "Hello world I'LL 12345"),
+              (V{"Hello", " world", " I", "'LL", " ", "123", "45"}));
+    EXPECT_EQ(words(PreTokenizer::Llama3, "1234567"), (V{"123", "456", "7"}));
+    // Any \p{N}, not only ASCII: Arabic-Indic 3456.
+    EXPECT_EQ(words(PreTokenizer::Llama3, "\xD9\xA3\xD9\xA4\xD9\xA5\xD9\xA6"),
+              (V{"\xD9\xA3\xD9\xA4\xD9\xA5", "\xD9\xA6"}));
+    EXPECT_EQ(words(PreTokenizer::Llama3, "a \n\n  b"), (V{"a", " \n\n", " ", " b"}));
+    EXPECT_EQ(words(PreTokenizer::Llama3, "x = (y);\n"), (V{"x", " =", " (", "y", ");\n"}));
+}
+
+TEST(PreTokenizer, Qwen35) {
+    using V = std::vector<std::string>;
+    // e + U+0301, space, a + U+0308: Qwen3.5 keeps combining marks in the
+    // word, Qwen2 makes them "other" pieces.
+    const std::string s = "e\xCC\x81 a\xCC\x88";
+    EXPECT_EQ(words(PreTokenizer::Qwen35, s), (V{"e\xCC\x81", " a\xCC\x88"}));
+    EXPECT_EQ(words(PreTokenizer::Qwen2, s), (V{"e", "\xCC\x81", " a", "\xCC\x88"}));
+    EXPECT_EQ(words(PreTokenizer::Qwen35, "I'm 42"), (V{"I", "'m", " ", "4", "2"}));
+}
+
+TEST(PreTokenizer, Falcon) {
+    using V = std::vector<std::string>;
+    // The first class has the backtick (default's does not), and there is no
+    // \p{N}+ step, so a space stays with a short number.
+    EXPECT_EQ(words(PreTokenizer::Falcon, "a+`b"), (V{"a", "+`", "b"}));
+    EXPECT_EQ(words(PreTokenizer::Default, "a+`b"), (V{"a", "+", "`", "b"}));
+    EXPECT_EQ(words(PreTokenizer::Falcon, "x 12"), (V{"x", " 12"}));
+    EXPECT_EQ(words(PreTokenizer::Default, "x 12"), (V{"x", " ", "12"}));
+    EXPECT_EQ(words(PreTokenizer::Falcon, "x 1234"), (V{"x", " ", "123", "4"}));
+}
+
+TEST(PreTokenizer, DeepseekLlm) {
+    using V = std::vector<std::string>;
+    EXPECT_EQ(words(PreTokenizer::DeepseekLlm, "a, b  c  "), (V{"a", ",", " b", " ", " c", "  "}));
+    // \s?[!-/:-~...]+ spans the ASCII letters but not é: the third regex
+    // cuts the letter run of the second.
+    EXPECT_EQ(words(PreTokenizer::DeepseekLlm, " caf\xC3\xA9"), (V{" caf", "\xC3\xA9"}));
+    // 中文 123\n: newline alone, CJK run, the space left before \p{N}+.
+    EXPECT_EQ(words(PreTokenizer::DeepseekLlm, "\xE4\xB8\xAD\xE6\x96\x87 123\n"),
+              (V{"\xE4\xB8\xAD\xE6\x96\x87", " ", "123", "\n"}));
+    // Each regex splits the pieces of the one before: !、 is one punctuation
+    // run, but U+3001 is also in the later CJK class, which cuts it out.
+    EXPECT_EQ(words(PreTokenizer::DeepseekLlm, "!\xE3\x80\x81"), (V{"!", "\xE3\x80\x81"}));
+    // 中 U+3000 文: the CJK class spans U+3000 too, but wregex sees every
+    // non-ASCII space as U+000B, so the ideographic space breaks the run.
+    EXPECT_EQ(words(PreTokenizer::DeepseekLlm, "\xE4\xB8\xAD\xE3\x80\x80\xE6\x96\x87"),
+              (V{"\xE4\xB8\xAD", "\xE3\x80\x80", "\xE6\x96\x87"}));
+    // \s+$: whitespace ending a piece is split off (an emoji is in no class).
+    EXPECT_EQ(words(PreTokenizer::DeepseekLlm, "\xF0\x9F\x98\x80 "), (V{"\xF0\x9F\x98\x80", " "}));
+}
+
+TEST(PreTokenizer, DeepseekCoder) {
+    using V = std::vector<std::string>;
+    EXPECT_EQ(words(PreTokenizer::DeepseekCoder, "Hello, world!\n"), (V{"Hello", ",", " world", "!", "\n"}));
+    // = is \p{S}, not \p{P}: it stays in the gap, which \p{N} then cuts.
+    EXPECT_EQ(words(PreTokenizer::DeepseekCoder, "x = 12;"), (V{"x", " = ", "1", "2", ";"}));
+    // Han is \p{L}, so 中文abc is one letter run until the CJK class splits it.
+    EXPECT_EQ(words(PreTokenizer::DeepseekCoder, "\xE4\xB8\xAD\xE6\x96\x87" "abc"),
+              (V{"\xE4\xB8\xAD\xE6\x96\x87", "abc"}));
+    // An ideographic space is \s (collapsed to U+000B) and joins the word.
+    EXPECT_EQ(words(PreTokenizer::DeepseekCoder, "\xE3\x80\x80x"), (V{"\xE3\x80\x80x"}));
+}
+
+TEST(Tokenizer, IgnoreMergesForLlama3) {
+    // Byte tokens, "ab" and "abc", and the single merge "a b": the merges make
+    // "ab" + "c" of the word "abc", but Llama 3 (ignore_merges) takes the
+    // token "abc" whole; dbrx, with the same split, runs the merges.
+    auto vocab = [](const std::string& pre) {
+        specdec::test::GgufWriter w;
+        std::vector<std::string> tokens;
+        for (int b = 0; b < 256; ++b) tokens.push_back(unicode::byte_to_unicode(uint8_t(b)));
+        tokens.push_back("ab");
+        tokens.push_back("abc");
+        w.kv_str("tokenizer.ggml.model", "gpt2");
+        w.kv_str("tokenizer.ggml.pre", pre);
+        w.kv_str_array("tokenizer.ggml.tokens", tokens);
+        w.kv_i32_array("tokenizer.ggml.token_type", std::vector<int32_t>(tokens.size(), 1));
+        w.kv_str_array("tokenizer.ggml.merges", {"a b"});
+        return w.bytes();
+    };
+    const int32_t ab = 256, abc = 257, c = int32_t(uint8_t('c'));
+    for (const char* pre : {"llama-bpe", "dbrx"}) {
+        const std::vector<uint8_t> bytes = vocab(pre);
+        auto file = GgufFile::parse(bytes.data(), bytes.size(), pre);
+        auto tok = Tokenizer::from_gguf(*file);
+        const std::vector<int32_t> want =
+            pretokenizer_ignores_merges(pre) ? std::vector<int32_t>{abc} : std::vector<int32_t>{ab, c};
+        EXPECT_EQ(tok->encode("abc", false, false), want) << pre;
+    }
 }
 
 TEST(Tokenizer, SmolLM) {
