@@ -28,7 +28,8 @@ void rope(float* x, int n_heads, int head_dim, int64_t pos, const RopeParams& p)
     float cs[512], sn[512];
     float theta = (float)pos;
     for (int i = 0; i < p.n_rot / 2; ++i) {
-        const float t = p.freq_scale * theta;
+        // As ggml: the factor divides the unscaled angle, then freq_scale applies.
+        const float t = p.freq_scale * (p.freq_factors ? theta / p.freq_factors[i] : theta);
         cs[i] = std::cos(t);
         sn[i] = std::sin(t);
         theta *= theta_scale;

@@ -21,6 +21,10 @@ struct RopeParams {
     int n_rot = 0;
     float freq_base = 10000.0f;
     float freq_scale = 1.0f;  // linear position scaling
+    // Per rotated pair i < n_rot / 2, the angle is divided by freq_factors[i]
+    // (Llama 3's "llama3" RoPE scaling, stored precomputed as the GGUF tensor
+    // rope_freqs.weight); null: no factors.
+    const float* freq_factors = nullptr;
     bool neox = false;
 };
 void rope(float* x, int n_heads, int head_dim, int64_t pos, const RopeParams& p);

@@ -217,6 +217,7 @@ void Transformer::forward(const ForwardBatch& b, kv::KvCache& cache, ThreadPool&
         rp.neox = c.rope_neox;
         rp.freq_base = c.layer_is_swa[il] ? c.rope_freq_base_swa : c.rope_freq_base;
         rp.freq_scale = c.layer_is_swa[il] ? 1.0f : c.rope_freq_scale;
+        rp.freq_factors = weights_.rope_freqs;
         for_rows(pool, n, [&](int i) {
             float* qi = q_.data() + (size_t)i * c.q_dim();
             float* ki = k_.data() + (size_t)i * c.kv_dim();

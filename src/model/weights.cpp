@@ -68,6 +68,8 @@ ModelWeights bind_weights(const io::GgufFile& f, const ModelConfig& c) {
     Binder b(f, w);
     w.tok_embd = b.matrix("token_embd.weight", c.n_embd, c.n_vocab);
     w.output_norm = b.vec("output_norm.weight", c.n_embd);
+    // Llama 3.1+ ship their "llama3" RoPE scaling as per-pair factors.
+    w.rope_freqs = b.vec("rope_freqs.weight", c.n_rot / 2, false);
     w.output = f.find_tensor("output.weight") ? b.matrix("output.weight", c.n_embd, c.n_vocab) : w.tok_embd;
     w.layers.resize(c.n_layer);
     for (int il = 0; il < c.n_layer; ++il) {

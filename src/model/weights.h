@@ -33,6 +33,7 @@ struct ModelWeights {
     kernels::WeightMatrix tok_embd;   // (n_vocab, n_embd): rows are token embeddings
     const float* output_norm = nullptr;
     kernels::WeightMatrix output;     // (n_vocab, n_embd); tok_embd when tied
+    const float* rope_freqs = nullptr;  // (n_rot / 2) RoPE frequency factors (Llama 3.x), or null
     std::vector<LayerWeights> layers;
     std::vector<std::unique_ptr<float[]>> owned;  // dequantized small vectors
 };
