@@ -9,7 +9,8 @@
 #                           into the same .venv: the reference implementation the
 #                           tests compare against (llama-cpp-python, built from
 #                           source: several minutes), the gguf reader, prompt-set
-#                           packages, pytest and plotting.
+#                           packages, pytest and plotting; and clang with
+#                           libFuzzer (Debian) for scripts/fuzz.sh.
 # Idempotent and quick when nothing changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +24,9 @@ esac
 # CMake's configure step looks for them, and they install in seconds.
 APT_PACKAGES=(build-essential cmake ninja-build git libgtest-dev libgmock-dev libbenchmark-dev
               nlohmann-json3-dev libcli11-dev libcpp-httplib-dev pkg-config python3 python3-venv python3-pip)
+
+# Testing also fuzzes (scripts/fuzz.sh): libFuzzer comes with clang.
+[ "$mode" = test ] && APT_PACKAGES+=(clang libclang-rt-14-dev)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

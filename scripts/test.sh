@@ -33,6 +33,9 @@ scripts/build.sh tsan specdec_tests
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" timeout 900 \
   build/tsan/specdec_tests --gtest_filter="$TSAN_TESTS" --gtest_brief=1
 
+echo "== coverage-guided fuzzing, 30 s per target (libFuzzer + ASan/UBSan; docs/fuzzing.md)" >&2
+scripts/fuzz.sh 30
+
 echo "== llama.cpp's speculative example (the llamacpp-draft baseline's tests; a no-op once built)" >&2
 tools/build_llamacpp_spec.sh >/dev/null
 

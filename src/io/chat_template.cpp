@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <iostream>
+#include <string_view>
 
 #include "core/error.h"
 #include "io/unicode_tables.h"
@@ -39,15 +40,31 @@ bool py_space(uint32_t c) {
            c == 0x3000;
 }
 
+// Byte length of the canonical UTF-8 of a Python whitespace character that
+// `s` starts with (at_end: ends with), 0 if none.
+size_t py_space_len(std::string_view s, bool at_end) {
+    for (size_t n = 1; n <= 3 && n <= s.size(); ++n) {
+        const std::string_view b = at_end ? s.substr(s.size() - n) : s.substr(0, n);
+        const std::vector<uint32_t> c = unicode::decode_utf8(b);
+        if (c.size() != 1 || !py_space(c[0])) continue;
+        std::string canon;
+        unicode::append_utf8(canon, c[0]);
+        if (canon == b) return n;
+    }
+    return 0;
+}
+
+// Strips whitespace by byte offsets and returns the bytes in between as they
+// are. Decoding the whole content and re-encoding it turned every invalid
+// byte inside it into U+FFFD (3 bytes), so stripping changed text it should
+// not touch and could triple its size (found by tests/fuzz/fuzz_chat_template).
+// UTF-8 lead bytes are never continuation bytes, so a whitespace encoding at
+// either end is one character whatever precedes it.
 std::string py_strip(const std::string& s) {
-    const std::vector<uint32_t> c = unicode::decode_utf8(s);
-    size_t b = 0, e = c.size();
-    while (b < e && py_space(c[b])) ++b;
-    while (e > b && py_space(c[e - 1])) --e;
-    if (b == 0 && e == c.size()) return s;
-    std::string out;
-    for (size_t i = b; i < e; ++i) unicode::append_utf8(out, c[i]);
-    return out;
+    std::string_view v(s);
+    while (size_t n = py_space_len(v, false)) v.remove_prefix(n);
+    while (size_t n = py_space_len(v, true)) v.remove_suffix(n);
+    return std::string(v);
 }
 
 std::string render_chatml(const ChatTemplate& t, const std::vector<ChatMessage>& msgs, bool gen) {

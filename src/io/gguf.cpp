@@ -232,9 +232,13 @@ void GgufFile::parse_all(const uint8_t* data, size_t size) {
         if (t.dims[0] % tr.block_elems != 0)
             c.fail("tensor '", t.name, "' row of ", t.dims[0], " elements is not a multiple of the ",
                    tr.name, " block size ", tr.block_elems);
+        // Bound the element count as a whole, not only the rows: with each
+        // bound separately, dims[0] * rows reached 2^80, so n_bytes (size_t)
+        // wrapped to a value that passed the bounds check below and
+        // n_elements() overflowed int64 (found by tests/fuzz/fuzz_gguf).
         int64_t rows = 1;
         for (size_t d = 1; d < t.dims.size(); ++d) {
-            if (rows > (1ll << 40) / t.dims[d]) c.fail("tensor '", t.name, "' is too large");
+            if (rows > (1ll << 40) / t.dims[0] / t.dims[d]) c.fail("tensor '", t.name, "' is too large");
             rows *= t.dims[d];
         }
         t.n_bytes = tensor_row_bytes(t.type, t.dims[0]) * (size_t)rows;

@@ -9,29 +9,7 @@
 using specdec::Error;
 using specdec::io::GgufFile;
 using specdec::test::GgufWriter;
-
-namespace {
-
-GgufWriter sample_writer(uint32_t version = 3) {
-    GgufWriter w(version);
-    w.kv_str("general.architecture", "llama");
-    w.kv_u32("llama.block_count", 2);
-    w.kv_f32("llama.rope.freq_base", 10000.0f);
-    w.kv_bool("tokenizer.ggml.add_bos_token", true);
-    w.kv_u64("big", 1ull << 40);
-    w.kv_f64("pi", 3.25);
-    w.kv_i32("neg", -7);
-    w.kv_str_array("tokenizer.ggml.tokens", {"a", "b", "<s>"});
-    w.kv_f32_array("tokenizer.ggml.scores", {0.5f, -1.0f, 0.0f});
-    w.kv_i32_array("tokenizer.ggml.token_type", {1, 1, 3});
-    std::vector<float> v(8);
-    for (int i = 0; i < 8; ++i) v[i] = (float)i;
-    w.tensor_f32("t0", {4, 2}, v);
-    w.tensor_f32("t1", {3}, {1, 2, 3});
-    return w;
-}
-
-}  // namespace
+using specdec::test::sample_writer;
 
 TEST(Gguf, ParsesEveryValueTypeV3AndV2) {
     for (uint32_t version : {2u, 3u}) {
