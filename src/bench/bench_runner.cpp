@@ -222,8 +222,6 @@ std::vector<RunConfig> group_configs(const BenchOptions& o, const std::vector<st
                             out.push_back(c);
                         }
         } else if (m == "auto") {
-            // One configuration: the cost model picks each round's shape, up
-            // to the longest draft chain the sweep offers.
             // One configuration per margin (--auto-min-gain): the cost model
             // picks each round's shape, up to the longest draft chain the sweep offers.
             for (double g : o.auto_min_gain) {
