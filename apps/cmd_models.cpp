@@ -37,7 +37,10 @@ int cmd_models(int argc, char** argv) {
         } catch (const std::exception& e) {
             throw Error(std::string("manifest is not valid JSON: ") + e.what());
         }
-        for (const auto& [key, e] : m.value("models", nlohmann::json::object()).items()) {
+        // A named copy: items() refers to its json, and a temporary from
+        // value() would die before the loop body runs (a dangling range).
+        const nlohmann::json models = m.value("models", nlohmann::json::object());
+        for (const auto& [key, e] : models.items()) {
             std::cout << key << "\t" << e.value("role", "") << "\t" << e.value("architecture", "") << "\t"
                       << e.value("file", "") << "\n";
         }
