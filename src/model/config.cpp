@@ -15,11 +15,13 @@ ModelConfig read_model_config(const io::GgufFile& f) {
         c.arch = Arch::Llama;
     } else if (a == "qwen2") {
         c.arch = Arch::Qwen2;
+    } else if (a == "qwen3") {
+        c.arch = Arch::Qwen3;
     } else if (a == "gemma3") {
         c.arch = Arch::Gemma3;
     } else {
         throw Error("model '" + f.path() + "': architecture '" + a +
-                    "' is not supported (supported: llama, qwen2, gemma3)");
+                    "' is not supported (supported: llama, qwen2, qwen3, gemma3)");
     }
     c.name = f.get_string("general.name", a);
     c.n_layer = (int)f.get_int(a + ".block_count");
@@ -61,6 +63,11 @@ ModelConfig read_model_config(const io::GgufFile& f) {
         case Arch::Qwen2:
             c.rope_neox = true;
             c.qkv_bias = true;
+            break;
+        case Arch::Qwen3:
+            // Qwen2 without the q/k/v biases, with gemma3's per-head q/k norms.
+            c.rope_neox = true;
+            c.qk_norm = true;
             break;
         case Arch::Gemma3:
             c.rope_neox = true;

@@ -13,7 +13,7 @@ class GgufFile;
 
 namespace specdec::model {
 
-enum class Arch { Llama, Qwen2, Gemma3 };
+enum class Arch { Llama, Qwen2, Qwen3, Gemma3 };
 
 struct ModelConfig {
     Arch arch = Arch::Llama;
@@ -41,7 +41,7 @@ struct ModelConfig {
     std::vector<bool> layer_is_swa;  // (n_layer) true: sliding-window layer
     // Architecture switches
     bool qkv_bias = false;         // qwen2
-    bool qk_norm = false;          // gemma3
+    bool qk_norm = false;          // gemma3, qwen3: RMS norm of each q and k head before RoPE
     bool post_norms = false;       // gemma3: norm after attention and FFN outputs
     bool gelu_ffn = false;         // gemma3: GELU gate instead of SiLU
     float embd_scale = 1.0f;       // gemma3: sqrt(n_embd)

@@ -20,8 +20,8 @@ struct LayerWeights {
     const float* bq = nullptr;              // (q_dim)   qwen2
     const float* bk = nullptr;              // (kv_dim)  qwen2
     const float* bv = nullptr;              // (v_dim)   qwen2
-    const float* q_norm = nullptr;          // (head_dim) gemma3
-    const float* k_norm = nullptr;          // (head_dim) gemma3
+    const float* q_norm = nullptr;          // (head_dim) gemma3, qwen3
+    const float* k_norm = nullptr;          // (head_dim) gemma3, qwen3
     const float* post_attn_norm = nullptr;  // (n_embd)  gemma3
     const float* ffn_norm = nullptr;        // (n_embd)
     kernels::WeightMatrix w_gate, w_up;     // (n_ff, n_embd)

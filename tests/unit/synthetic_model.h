@@ -13,7 +13,7 @@
 namespace specdec::test {
 
 struct SyntheticModelSpec {
-    std::string arch = "llama";  // llama or qwen2
+    std::string arch = "llama";  // llama, qwen2 (q/k/v biases) or qwen3 (per-head q/k norms)
     int n_vocab = 64;
     int n_embd = 32;
     int n_ff = 64;
@@ -65,6 +65,14 @@ inline std::vector<uint8_t> synthetic_model_gguf(const SyntheticModelSpec& s) {
             w.tensor_f32(p + "attn_q.bias", {s.n_embd}, rnd(s.n_embd, 0.1f));
             w.tensor_f32(p + "attn_k.bias", {kv}, rnd(kv, 0.1f));
             w.tensor_f32(p + "attn_v.bias", {kv}, rnd(kv, 0.1f));
+        }
+        if (a == "qwen3") {
+            // Away from 1 so that a norm applied to the wrong head shows.
+            auto norm = rnd(hd, 0.2f);
+            for (auto& x : norm) x += 1.0f;
+            w.tensor_f32(p + "attn_q_norm.weight", {hd}, norm);
+            for (auto& x : norm) x = 2.0f - x;
+            w.tensor_f32(p + "attn_k_norm.weight", {hd}, norm);
         }
         w.tensor_f32(p + "attn_output.weight", {s.n_embd, s.n_embd}, rnd((size_t)s.n_embd * s.n_embd, ws));
         w.tensor_f32(p + "ffn_norm.weight", {s.n_embd}, ones(s.n_embd));

@@ -127,6 +127,11 @@ TEST(Transformer, ForwardContractSyntheticQwen2) {
     check_forward_contract(*l.model, {3, 2, 1}, {60, 61}, {5, 6, 7}, 1e-4);
 }
 
+TEST(Transformer, ForwardContractSyntheticQwen3) {
+    auto l = load_synthetic("qwen3");
+    check_forward_contract(*l.model, {3, 2, 1, 9}, {60, 61, 5}, {5, 6, 7}, 1e-4);
+}
+
 TEST(Transformer, CommitPathMatchesFromScratch) {
     auto l = load_synthetic("llama");
     ThreadPool pool(1);
