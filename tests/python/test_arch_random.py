@@ -23,6 +23,10 @@ Architecture by architecture, what the files exercise:
   * Mistral 7B (v0.1-v0.3): the llama architecture with a SentencePiece
     vocabulary and 4:1 grouped-query attention. (Mistral Nemo and Ministral
     use the "tekken" pre-tokenizer, which specdec does not support.)
+  * SmolLM3: llama with no RoPE on every fourth layer (llama.cpp's
+    n_no_rope_layer_step = 4), tied embeddings.
+  * OLMo 2: no norm before attention or FFN, norms after both instead, and
+    q/k RMS norms over all heads at once (not per head); NeoX RoPE.
 
 Weight types: float weights are drawn from a normal distribution and written
 as F32, F16, BF16, Q8_0 or Q5_0 (gguf quantizes these). The gguf package
@@ -95,6 +99,8 @@ ARCHS = {
     "llama3": ArchSpec("llama", pre="llama-bpe", rope_base=500000.0),
     "qwen3": ArchSpec("qwen3", add_bos=False, head_dim=128, qk_norm="head", tied=True),
     "mistral": ArchSpec("llama", vocab="spm", n_head_kv=1),
+    "smollm3": ArchSpec("smollm3", pre="llama-bpe", n_layer=4, tied=True, rope_base=5e6),
+    "olmo2": ArchSpec("olmo2", pre="dbrx", rope_base=500000.0, qk_norm="full", pre_norms=False, post_norms=True),
 }
 
 # The file types each family is published in (Qwen publishes Qwen3 in BF16,
@@ -103,6 +109,8 @@ MIXES = {
     "qwen3": ["F32", "F16", "BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q5_0", "Q4_K_M"],
     "llama3": ["F32", "F16", "Q8_0", "Q4_K_M"],
     "mistral": ["F32", "F16", "Q8_0", "Q4_K_M"],
+    "smollm3": ["F32", "F16", "Q8_0", "Q4_K_M"],
+    "olmo2": ["F32", "F16", "Q8_0", "Q4_K_M"],
 }
 CASES = [(a, m) for a, ms in MIXES.items() for m in ms]
 
@@ -391,3 +399,21 @@ def test_llama3_rope_freqs_matter(tmp_path):
     moved = float(np.abs(plain[1:] - ours[1:]).mean() / ref.std())
     print(f"specdec vs llama.cpp: mean|d|/std {rel:.2e}; with vs without rope_freqs: {moved:.2e}")
     assert moved > 10 * MAX_REL_MEAN_DIFF_F32 and moved > 100 * rel, f"rope_freqs changed the logits by only {moved:.2e}"
+
+
+def test_smollm3_nope_layers_matter(tmp_path):
+    """The same weights as a llama file (RoPE in every layer) give other logits:
+    the parity check above would catch a loader that rotated the NoPE layers."""
+    import dataclasses
+
+    spec = ARCHS["smollm3"]
+    smol, llama = tmp_path / "smollm3.gguf", tmp_path / "as-llama.gguf"
+    write_model(smol, spec)
+    write_model(llama, dataclasses.replace(spec, arch="llama"))
+    rng = np.random.default_rng(7)
+    ids = [int(x) for x in rng.integers(0, 256, size=96)]
+    ours = specdec_logits(smol, ids, tmp_path / "a.bin")
+    roped = specdec_logits(llama, ids, tmp_path / "b.bin")
+    moved = float(np.abs(ours[1:] - roped[1:]).mean() / ours.std())
+    print(f"smollm3 vs the same weights with RoPE in every layer: mean|d|/std {moved:.2e}")
+    assert moved > 10 * MAX_REL_MEAN_DIFF_F32, f"the NoPE layers changed the logits by only {moved:.2e}"
