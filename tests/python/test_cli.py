@@ -142,3 +142,37 @@ def test_generation_stops_at_the_context_limit():
     out = gen_json("-p", "Count: 1 2 3", "-n", "500", "--ctx", "32", "--ignore-eos")
     assert out["finish_reason"] == "length"
     assert out["n_prompt"] + out["n_generated"] <= 33
+
+
+# Draft/target pairs: a draft whose token ids mean other texts is refused
+# before anything runs (runtime/draft_vocab.h), whichever command loads it.
+QWEN_DRAFT = "qwen2.5-coder-0.5b-instruct-q4_k_m"
+QWEN_TARGET = "qwen2.5-coder-1.5b-instruct-q4_k_m"
+
+
+@pytest.mark.parametrize("target, draft, needle", [
+    # SmolLM2's 49152 tokens against Qwen's 151936: different texts from id 0.
+    (MODEL, QWEN_DRAFT, "their vocabularies differ at token id 0"),
+    (QWEN_DRAFT, MODEL, "has 49152 tokens, fewer than the target's 151936"),
+])
+def test_mismatched_draft_is_refused(target, draft, needle, tmp_path):
+    t, d = str(model_path(target)), str(model_path(draft))
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"id": "a", "set": "x", "turns": ["hi"]}\n')
+    for cmd in (["generate", "-m", t, "-d", d, "--method", "chain", "-p", "hi", "-n", "4"],
+                ["generate", "-m", t, "-d", d, "--method", "ssd", "-p", "hi", "-n", "4"],
+                ["serve", "-m", t, "-d", d, "--method", "chain", "--port", "0"],
+                ["bench", "-m", t, "-d", d, "--method", "chain", "-n", "4", "--prompts", str(prompts),
+                 "-o", str(tmp_path / "bench")]):
+        r = run(*cmd, check=False)
+        assert r.returncode == 1, (cmd, r.stdout, r.stderr)
+        assert f"draft model '{d}' cannot draft for target model '{t}'" in r.stderr, r.stderr
+        assert needle in r.stderr, r.stderr
+
+
+def test_matching_draft_is_accepted():
+    # The packaged pair shares one vocabulary (151936 ids, same texts).
+    out = json.loads(run("generate", "-m", str(model_path(QWEN_TARGET)), "-d", str(model_path(QWEN_DRAFT)),
+                         "--method", "chain", "-p", "def add(a, b):", "-n", "8", "--json", "-t", "2").stdout)
+    assert out["method"] == "chain" and out["n_generated"] == 8
+
