@@ -144,7 +144,8 @@ def tensor_type(mix: str, name: str, layer: int, spec: ArchSpec):
     """The type llama.cpp's quantize gives tensor `name` in a file of type `mix`."""
     from gguf import GGMLQuantizationType as T
 
-    plain = {"F32": T.F32, "F16": T.F16, "BF16": T.BF16, "Q8_0": T.Q8_0, "Q6_K": T.Q6_K}
+    # IQ4_XS: a type specdec has no kernel for (tests of `models inspect`).
+    plain = {"F32": T.F32, "F16": T.F16, "BF16": T.BF16, "Q8_0": T.Q8_0, "Q6_K": T.Q6_K, "IQ4_XS": T.IQ4_XS}
     if mix in plain:
         return plain[mix]
     lm_head = name == "output.weight" or (spec.tied and name == "token_embd.weight")
@@ -249,6 +250,10 @@ def write_model(path: Path, spec: ArchSpec, mix: str = "F32", rope_freqs: np.nda
         t = tensor_type(mix, name, layer, spec)
         if t in (T.Q4_K, T.Q5_K, T.Q6_K):
             w.add_tensor(name, random_k_blocks(rng, t, n_out, n_in, std), raw_dtype=t)
+            return
+        if t == T.IQ4_XS:  # only read, never run: any bytes will do
+            block, size = gguf.GGML_QUANT_SIZES[t]
+            w.add_tensor(name, rng.integers(0, 256, size=(n_out, n_in // block * size), dtype=np.uint8), raw_dtype=t)
             return
         x = (rng.standard_normal((n_out, n_in)) * std).astype(np.float32)
         if t == T.F32:
