@@ -167,7 +167,7 @@ int cmd_generate(int argc, char** argv) {
         dopts.n_threads = 1;
         // ssd: one scratch sequence slot per cached branch (untouched KV pages cost nothing).
         if (is_ssd) dopts.n_seq = 1 + ssd.fanout_budget;
-        draft = runtime::Engine::load(dopts);
+        draft = runtime::Engine::load_draft(*engine, dopts);
     }
 
     runtime::TokenCallback stream;

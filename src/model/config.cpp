@@ -15,11 +15,17 @@ ModelConfig read_model_config(const io::GgufFile& f) {
         c.arch = Arch::Llama;
     } else if (a == "qwen2") {
         c.arch = Arch::Qwen2;
+    } else if (a == "qwen3") {
+        c.arch = Arch::Qwen3;
     } else if (a == "gemma3") {
         c.arch = Arch::Gemma3;
+    } else if (a == "smollm3") {
+        c.arch = Arch::SmolLM3;
+    } else if (a == "olmo2") {
+        c.arch = Arch::Olmo2;
     } else {
         throw Error("model '" + f.path() + "': architecture '" + a +
-                    "' is not supported (supported: llama, qwen2, gemma3)");
+                    "' is not supported (supported: llama, qwen2, qwen3, gemma3, smollm3, olmo2)");
     }
     c.name = f.get_string("general.name", a);
     c.n_layer = (int)f.get_int(a + ".block_count");
@@ -51,6 +57,7 @@ ModelConfig read_model_config(const io::GgufFile& f) {
     }
     c.attn_scale = 1.0f / std::sqrt((float)c.head_dim_k);
     c.layer_is_swa.assign(c.n_layer, false);
+    c.layer_no_rope.assign(c.n_layer, false);
 
     const auto& tokens = f.get_string_array("tokenizer.ggml.tokens");
     c.n_vocab = (int)f.get_int(a + ".vocab_size", (int64_t)tokens.size());
@@ -62,9 +69,14 @@ ModelConfig read_model_config(const io::GgufFile& f) {
             c.rope_neox = true;
             c.qkv_bias = true;
             break;
+        case Arch::Qwen3:
+            // Qwen2 without the q/k/v biases, with gemma3's per-head q/k norms.
+            c.rope_neox = true;
+            c.qk_norm = QkNorm::PerHead;
+            break;
         case Arch::Gemma3:
             c.rope_neox = true;
-            c.qk_norm = true;
+            c.qk_norm = QkNorm::PerHead;
             c.post_norms = true;
             c.gelu_ffn = true;
             c.embd_scale = std::sqrt((float)c.n_embd);
@@ -73,6 +85,22 @@ ModelConfig read_model_config(const io::GgufFile& f) {
             c.sliding_window = (int)f.get_int(a + ".attention.sliding_window", 0);
             for (int il = 0; il < c.n_layer; ++il) c.layer_is_swa[il] = c.sliding_window > 0 && (il % 6) < 5;
             c.rope_freq_base_swa = 10000.0f;
+            break;
+        case Arch::SmolLM3:
+            // Llama with no RoPE in every fourth layer (llama.cpp's fixed
+            // n_no_rope_layer_step = 4; the GGUF carries no key for it).
+            for (int il = 0; il < c.n_layer; ++il) c.layer_no_rope[il] = (il + 1) % 4 == 0;
+            break;
+        case Arch::Olmo2:
+            // Norms after attention and FFN only, and q/k norms over all heads.
+            c.rope_neox = true;
+            c.qk_norm = QkNorm::Full;
+            c.pre_norms = false;
+            c.post_norms = true;
+            // OLMo 3 files use this architecture with sliding-window layers (and
+            // YaRN RoPE): refused rather than run as full attention.
+            SPECDEC_CHECK(!f.has(a + ".attention.sliding_window"), "model '", f.path(),
+                          "': olmo2 with sliding-window attention (OLMo 3) is not supported");
             break;
     }
     return c;

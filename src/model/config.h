@@ -13,7 +13,14 @@ class GgufFile;
 
 namespace specdec::model {
 
-enum class Arch { Llama, Qwen2, Gemma3 };
+enum class Arch { Llama, Qwen2, Qwen3, Gemma3, SmolLM3, Olmo2 };
+
+// RMS norms of q and k (after the projections, before RoPE).
+enum class QkNorm {
+    None,
+    PerHead,  // gemma3, qwen3: each head on its own, one (head_dim) weight shared by the heads
+    Full,     // olmo2: all of q (q_dim weight) and all of k (kv_dim weight) at once
+};
 
 struct ModelConfig {
     Arch arch = Arch::Llama;
@@ -39,10 +46,12 @@ struct ModelConfig {
     float attn_scale = 0.0f;   // multiplier on q.k (1/sqrt(head_dim) by default)
     int sliding_window = 0;    // 0: none
     std::vector<bool> layer_is_swa;  // (n_layer) true: sliding-window layer
+    std::vector<bool> layer_no_rope; // (n_layer) true: no RoPE in this layer (smollm3's NoPE layers)
     // Architecture switches
     bool qkv_bias = false;         // qwen2
-    bool qk_norm = false;          // gemma3
-    bool post_norms = false;       // gemma3: norm after attention and FFN outputs
+    QkNorm qk_norm = QkNorm::None;
+    bool pre_norms = true;         // norm before attention and FFN (all but olmo2)
+    bool post_norms = false;       // gemma3, olmo2: norm after attention and FFN outputs
     bool gelu_ffn = false;         // gemma3: GELU gate instead of SiLU
     float embd_scale = 1.0f;       // gemma3: sqrt(n_embd)
 

@@ -203,14 +203,18 @@ void Transformer::forward(const ForwardBatch& b, kv::KvCache& cache, ThreadPool&
     for (int cl = 0; cl < n_run; ++cl) {
         const int il = layers_[cl];  // model layer; cl is its layer in the cache
         const LayerWeights& L = weights_.layers[il];
-        for_rows(pool, n, [&](int i) {
-            kernels::rmsnorm(x_.data() + (size_t)i * E, L.attn_norm, h_.data() + (size_t)i * E, E, c.norm_eps);
-        });
+        // Without pre-norms (olmo2) attention and FFN read the residual stream itself.
+        const float* block_in = c.pre_norms ? h_.data() : x_.data();
+        if (c.pre_norms) {
+            for_rows(pool, n, [&](int i) {
+                kernels::rmsnorm(x_.data() + (size_t)i * E, L.attn_norm, h_.data() + (size_t)i * E, E, c.norm_eps);
+            });
+        }
         {
             // Q, K and V in one dispatch (one activation quantization per type).
             const kernels::WeightMatrix* ws[] = {&L.wq, &L.wk, &L.wv};
             float* ys[] = {q_.data(), k_.data(), v_.data()};
-            kernels::matmul_group(ws, ys, 3, h_.data(), n, pool);
+            kernels::matmul_group(ws, ys, 3, block_in, n, pool);
         }
         kernels::RopeParams rp;
         rp.n_rot = c.n_rot;
@@ -227,14 +231,19 @@ void Transformer::forward(const ForwardBatch& b, kv::KvCache& cache, ThreadPool&
                 kernels::add_inplace(ki, L.bk, c.kv_dim());
                 kernels::add_inplace(vi, L.bv, c.v_dim());
             }
-            if (c.qk_norm) {
+            if (c.qk_norm == QkNorm::PerHead) {
                 for (int h = 0; h < c.n_head; ++h)
                     kernels::rmsnorm(qi + h * c.head_dim_k, L.q_norm, qi + h * c.head_dim_k, c.head_dim_k, c.norm_eps);
                 for (int h = 0; h < c.n_head_kv; ++h)
                     kernels::rmsnorm(ki + h * c.head_dim_k, L.k_norm, ki + h * c.head_dim_k, c.head_dim_k, c.norm_eps);
+            } else if (c.qk_norm == QkNorm::Full) {
+                kernels::rmsnorm(qi, L.q_norm, qi, c.q_dim(), c.norm_eps);
+                kernels::rmsnorm(ki, L.k_norm, ki, c.kv_dim(), c.norm_eps);
             }
-            kernels::rope(qi, c.n_head, c.head_dim_k, b.positions[i], rp);
-            kernels::rope(ki, c.n_head_kv, c.head_dim_k, b.positions[i], rp);
+            if (!c.layer_no_rope[il]) {
+                kernels::rope(qi, c.n_head, c.head_dim_k, b.positions[i], rp);
+                kernels::rope(ki, c.n_head_kv, c.head_dim_k, b.positions[i], rp);
+            }
             if (c.arch == Arch::Gemma3) kernels::scale_inplace(qi, c.attn_scale, c.q_dim());
             // Store this row's key and value in its speculative slot.
             const RowPlan& r = plan_[i];
@@ -250,7 +259,8 @@ void Transformer::forward(const ForwardBatch& b, kv::KvCache& cache, ThreadPool&
             float* oi = o_.data() + (size_t)i * E;
             if (c.post_norms) kernels::rmsnorm(oi, L.post_attn_norm, oi, E, c.norm_eps);
             kernels::add_inplace(x_.data() + (size_t)i * E, oi, E);
-            kernels::rmsnorm(x_.data() + (size_t)i * E, L.ffn_norm, h_.data() + (size_t)i * E, E, c.norm_eps);
+            if (c.pre_norms)
+                kernels::rmsnorm(x_.data() + (size_t)i * E, L.ffn_norm, h_.data() + (size_t)i * E, E, c.norm_eps);
         });
         // The FFN in blocks of rows: gate_ and up_ (n_ff wide, the widest
         // scratch) hold one block, not a whole prefill chunk. A row's result
@@ -259,7 +269,7 @@ void Transformer::forward(const ForwardBatch& b, kv::KvCache& cache, ThreadPool&
             const int nr = std::min(ffn_rows, n - r0);
             const kernels::WeightMatrix* ws[] = {&L.w_gate, &L.w_up};
             float* ys[] = {gate_.data(), up_.data()};
-            kernels::matmul_group(ws, ys, 2, h_.data() + (size_t)r0 * E, nr, pool);
+            kernels::matmul_group(ws, ys, 2, block_in + (size_t)r0 * E, nr, pool);
             for_rows(pool, nr, [&](int i) {
                 float* gi = gate_.data() + (size_t)i * c.n_ff;
                 const float* ui = up_.data() + (size_t)i * c.n_ff;

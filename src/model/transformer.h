@@ -1,4 +1,4 @@
-// A decoder-only transformer (llama, qwen2, gemma3) over GGUF weights.
+// A decoder-only transformer (llama, qwen2, qwen3, gemma3, smollm3, olmo2) over GGUF weights.
 // forward() runs a ForwardBatch against a KvCache: it writes each row's keys
 // and values into the speculative region of its sequence (slot = committed +
 // rank of the row among its sequence's rows) and returns logits for the rows

@@ -75,7 +75,7 @@ ModelWeights bind_weights(const io::GgufFile& f, const ModelConfig& c) {
     for (int il = 0; il < c.n_layer; ++il) {
         const std::string p = "blk." + std::to_string(il) + ".";
         LayerWeights& L = w.layers[il];
-        L.attn_norm = b.vec(p + "attn_norm.weight", c.n_embd);
+        if (c.pre_norms) L.attn_norm = b.vec(p + "attn_norm.weight", c.n_embd);
         L.wq = b.matrix(p + "attn_q.weight", c.n_embd, c.q_dim());
         L.wk = b.matrix(p + "attn_k.weight", c.n_embd, c.kv_dim());
         L.wv = b.matrix(p + "attn_v.weight", c.n_embd, c.v_dim());
@@ -85,15 +85,16 @@ ModelWeights bind_weights(const io::GgufFile& f, const ModelConfig& c) {
             L.bk = b.vec(p + "attn_k.bias", c.kv_dim());
             L.bv = b.vec(p + "attn_v.bias", c.v_dim());
         }
-        if (c.qk_norm) {
-            L.q_norm = b.vec(p + "attn_q_norm.weight", c.head_dim_k);
-            L.k_norm = b.vec(p + "attn_k_norm.weight", c.head_dim_k);
+        if (c.qk_norm != QkNorm::None) {
+            const bool full = c.qk_norm == QkNorm::Full;
+            L.q_norm = b.vec(p + "attn_q_norm.weight", full ? c.q_dim() : c.head_dim_k);
+            L.k_norm = b.vec(p + "attn_k_norm.weight", full ? c.kv_dim() : c.head_dim_k);
         }
         if (c.post_norms) {
             L.post_attn_norm = b.vec(p + "post_attention_norm.weight", c.n_embd);
             L.post_ffn_norm = b.vec(p + "post_ffw_norm.weight", c.n_embd);
         }
-        L.ffn_norm = b.vec(p + "ffn_norm.weight", c.n_embd);
+        if (c.pre_norms) L.ffn_norm = b.vec(p + "ffn_norm.weight", c.n_embd);
         L.w_gate = b.matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff);
         L.w_up = b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
         L.w_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);

@@ -15,18 +15,18 @@ class GgufFile;
 namespace specdec::model {
 
 struct LayerWeights {
-    const float* attn_norm = nullptr;       // (n_embd)
+    const float* attn_norm = nullptr;       // (n_embd)   null: no pre-norm (olmo2)
     kernels::WeightMatrix wq, wk, wv, wo;   // (q_dim, n_embd) (kv_dim, n_embd) x2 (n_embd, q_dim)
     const float* bq = nullptr;              // (q_dim)   qwen2
     const float* bk = nullptr;              // (kv_dim)  qwen2
     const float* bv = nullptr;              // (v_dim)   qwen2
-    const float* q_norm = nullptr;          // (head_dim) gemma3
-    const float* k_norm = nullptr;          // (head_dim) gemma3
-    const float* post_attn_norm = nullptr;  // (n_embd)  gemma3
-    const float* ffn_norm = nullptr;        // (n_embd)
+    const float* q_norm = nullptr;          // (head_dim) gemma3, qwen3; (q_dim) olmo2
+    const float* k_norm = nullptr;          // (head_dim) gemma3, qwen3; (kv_dim) olmo2
+    const float* post_attn_norm = nullptr;  // (n_embd)  gemma3, olmo2
+    const float* ffn_norm = nullptr;        // (n_embd)   null: no pre-norm (olmo2)
     kernels::WeightMatrix w_gate, w_up;     // (n_ff, n_embd)
     kernels::WeightMatrix w_down;           // (n_embd, n_ff)
-    const float* post_ffn_norm = nullptr;   // (n_embd)  gemma3
+    const float* post_ffn_norm = nullptr;   // (n_embd)  gemma3, olmo2
 };
 
 struct ModelWeights {

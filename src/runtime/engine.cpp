@@ -7,6 +7,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "model/prefill.h"
+#include "runtime/draft_vocab.h"
 
 namespace specdec::runtime {
 std::unique_ptr<Engine> Engine::load(const EngineOptions& opts) {
@@ -33,6 +34,14 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opts) {
     e->pool_ = std::make_unique<ThreadPool>(n_threads);
     e->opts_.n_ctx = n_ctx;
     return e;
+}
+
+std::unique_ptr<Engine> Engine::load_draft(const Engine& target, const EngineOptions& opts) {
+    auto draft = load(opts);
+    if (opts.model_path != target.options().model_path)
+        check_draft_vocabulary({target.options().model_path, target.tokenizer(), target.config().n_vocab},
+                               {opts.model_path, draft->tokenizer(), draft->config().n_vocab});
+    return draft;
 }
 
 const float* Engine::prefill(int seq, const std::vector<int32_t>& tokens) {

@@ -35,6 +35,10 @@ struct EngineOptions {
 class Engine {
 public:
     static std::unique_ptr<Engine> load(const EngineOptions& opts);
+    // A draft for `target`: another model file, refused when its vocabulary
+    // differs from the target's (runtime/draft_vocab.h), or the target's own
+    // file with fewer layers (self-speculation).
+    static std::unique_ptr<Engine> load_draft(const Engine& target, const EngineOptions& opts);
 
     const io::GgufFile& file() const { return *file_; }
     const io::Tokenizer& tokenizer() const { return *tokenizer_; }

@@ -142,3 +142,121 @@ def test_generation_stops_at_the_context_limit():
     out = gen_json("-p", "Count: 1 2 3", "-n", "500", "--ctx", "32", "--ignore-eos")
     assert out["finish_reason"] == "length"
     assert out["n_prompt"] + out["n_generated"] <= 33
+
+
+# Draft/target pairs: a draft whose token ids mean other texts is refused
+# before anything runs (runtime/draft_vocab.h), whichever command loads it.
+QWEN_DRAFT = "qwen2.5-coder-0.5b-instruct-q4_k_m"
+QWEN_TARGET = "qwen2.5-coder-1.5b-instruct-q4_k_m"
+
+
+@pytest.mark.parametrize("target, draft, needle", [
+    # SmolLM2's 49152 tokens against Qwen's 151936: different texts from id 0.
+    (MODEL, QWEN_DRAFT, "their vocabularies differ at token id 0"),
+    (QWEN_DRAFT, MODEL, "has 49152 tokens, fewer than the target's 151936"),
+])
+def test_mismatched_draft_is_refused(target, draft, needle, tmp_path):
+    t, d = str(model_path(target)), str(model_path(draft))
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"id": "a", "set": "x", "turns": ["hi"]}\n')
+    for cmd in (["generate", "-m", t, "-d", d, "--method", "chain", "-p", "hi", "-n", "4"],
+                ["generate", "-m", t, "-d", d, "--method", "ssd", "-p", "hi", "-n", "4"],
+                ["serve", "-m", t, "-d", d, "--method", "chain", "--port", "0"],
+                ["bench", "-m", t, "-d", d, "--method", "chain", "-n", "4", "--prompts", str(prompts),
+                 "-o", str(tmp_path / "bench")]):
+        r = run(*cmd, check=False)
+        assert r.returncode == 1, (cmd, r.stdout, r.stderr)
+        assert f"draft model '{d}' cannot draft for target model '{t}'" in r.stderr, r.stderr
+        assert needle in r.stderr, r.stderr
+
+
+def test_matching_draft_is_accepted():
+    # The packaged pair shares one vocabulary (151936 ids, same texts).
+    out = json.loads(run("generate", "-m", str(model_path(QWEN_TARGET)), "-d", str(model_path(QWEN_DRAFT)),
+                         "--method", "chain", "-p", "def add(a, b):", "-n", "8", "--json", "-t", "2").stdout)
+    assert out["method"] == "chain" and out["n_generated"] == 8
+
+
+def inspect_json(target: str) -> dict:
+    return json.loads(run("models", "inspect", target, "--json").stdout)
+
+
+def test_models_inspect_packaged_model_matches_llama_cpp():
+    """A packaged model by name: what it is, against llama.cpp's own reading of
+    the file, and that specdec can run it."""
+    import llama_cpp
+
+    path = model_path(QWEN_DRAFT)
+    r = inspect_json(QWEN_DRAFT)
+    assert r["file"] == str(path) or Path(r["file"]).resolve() == path.resolve()
+    llm = llama_cpp.Llama(model_path=str(path), n_ctx=64, verbose=False)
+    m = llm.model
+    assert r["parameters"] == llama_cpp.llama_model_n_params(m)
+    h = r["hyperparameters"]
+    assert h["block_count"] == llama_cpp.llama_model_n_layer(m)
+    assert h["embedding_length"] == llama_cpp.llama_model_n_embd(m)
+    assert h["attention.head_count"] == llama_cpp.llama_model_n_head(m)
+    assert h["context_length"] == llama_cpp.llama_model_n_ctx_train(m)
+    assert r["tokenizer"]["n_tokens"] == llm.n_vocab()
+    assert r["architecture"] == llm.metadata["general.architecture"] == "qwen2"
+    assert r["tokenizer"]["model"] == "gpt2" and r["tokenizer"]["pre"] == "qwen2"
+    del llm
+    types = {t["type"]: t for t in r["tensor_types"]}
+    assert {"Q4_K", "Q6_K", "F32"} <= set(types)
+    assert sum(t["tensors"] for t in types.values()) == r["n_tensors"]
+    assert sum(t["bytes"] for t in types.values()) < r["file_bytes"]
+    assert r["chat_template"]["present"] and r["chat_template"]["family"].startswith("chatml")
+    assert r["runnable"] and r["problems"] == []
+    text = run("models", "inspect", str(path)).stdout
+    for needle in ("architecture  qwen2", "tokenizer     gpt2, pre-tokenizer qwen2, 151936 tokens",
+                   "chat template yes, chatml", "runs          yes"):
+        assert needle in text, text
+
+
+def test_models_inspect_random_weight_files(tmp_path):
+    """Files written with the gguf package: one specdec runs, and ones it cannot
+    with the loader's reason (architecture, tensor type, pre-tokenizer)."""
+    from test_arch_random import ARCHS, write_model
+    import dataclasses
+
+    ok = tmp_path / "qwen3.gguf"
+    write_model(ok, ARCHS["qwen3"], "Q4_K_M")
+    r = inspect_json(str(ok))
+    assert r["architecture"] == "qwen3" and r["runnable"], r["problems"]
+    assert r["hyperparameters"]["attention.key_length"] == 128
+    assert {t["type"] for t in r["tensor_types"]} == {"Q4_K", "Q6_K", "F32"}
+    assert not r["chat_template"]["present"]
+
+    phi = tmp_path / "phi3.gguf"
+    write_model(phi, dataclasses.replace(ARCHS["qwen3"], arch="phi3"))
+    r = inspect_json(str(phi))
+    assert not r["runnable"]
+    assert any("architecture 'phi3' is not supported" in p for p in r["problems"]), r["problems"]
+    text = run("models", "inspect", str(phi)).stdout
+    assert "runs          no" in text and "architecture 'phi3' is not supported" in text
+
+    iq = tmp_path / "iq4_xs.gguf"
+    write_model(iq, ARCHS["qwen3"], "IQ4_XS")
+    r = inspect_json(str(iq))
+    assert not r["runnable"] and {t["type"] for t in r["tensor_types"]} == {"IQ4_XS", "F32"}
+    assert any("has type IQ4_XS which has no matmul kernel" in p for p in r["problems"]), r["problems"]
+
+    tekken = tmp_path / "tekken.gguf"
+    write_model(tekken, dataclasses.replace(ARCHS["qwen3"], pre="tekken"))
+    r = inspect_json(str(tekken))
+    assert not r["runnable"] and r["tokenizer"]["pre"] == "tekken"
+    assert any("unsupported pre-tokenizer 'tekken'" in p for p in r["problems"]), r["problems"]
+
+
+def test_models_inspect_missing_and_corrupt_files(tmp_path):
+    for target, needle in [(str(tmp_path / "absent.gguf"), "absent.gguf"), ("no-such-model", "unknown model")]:
+        r = run("models", "inspect", target, check=False)
+        assert r.returncode == 1 and needle in r.stderr, r.stderr
+    junk = tmp_path / "junk.gguf"
+    junk.write_bytes(b"not a model at all" * 100)
+    r = run("models", "inspect", str(junk), check=False)
+    assert r.returncode == 1 and "not a GGUF file" in r.stderr, r.stderr
+    trunc = tmp_path / "truncated.gguf"
+    trunc.write_bytes(model_path(MODEL).read_bytes()[: 1 << 20])
+    r = run("models", "inspect", str(trunc), "--json", check=False)
+    assert r.returncode == 1 and "truncated" in r.stderr and r.stdout == "", r.stderr

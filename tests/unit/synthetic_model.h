@@ -13,7 +13,10 @@
 namespace specdec::test {
 
 struct SyntheticModelSpec {
-    std::string arch = "llama";  // llama or qwen2
+    // llama, qwen2 (q/k/v biases), qwen3 (per-head q/k norms), smollm3 (no
+    // RoPE in every fourth layer) or olmo2 (norms after the blocks only, q/k
+    // norms over all heads)
+    std::string arch = "llama";
     int n_vocab = 64;
     int n_embd = 32;
     int n_ff = 64;
@@ -57,7 +60,8 @@ inline std::vector<uint8_t> synthetic_model_gguf(const SyntheticModelSpec& s) {
     w.tensor_f32("output.weight", {s.n_embd, s.n_vocab}, rnd((size_t)s.n_embd * s.n_vocab, ws));
     for (int l = 0; l < s.n_layer; ++l) {
         const std::string p = "blk." + std::to_string(l) + ".";
-        w.tensor_f32(p + "attn_norm.weight", {s.n_embd}, ones(s.n_embd));
+        const bool olmo2 = a == "olmo2";
+        if (!olmo2) w.tensor_f32(p + "attn_norm.weight", {s.n_embd}, ones(s.n_embd));
         w.tensor_f32(p + "attn_q.weight", {s.n_embd, s.n_embd}, rnd((size_t)s.n_embd * s.n_embd, ws));
         w.tensor_f32(p + "attn_k.weight", {s.n_embd, kv}, rnd((size_t)s.n_embd * kv, ws));
         w.tensor_f32(p + "attn_v.weight", {s.n_embd, kv}, rnd((size_t)s.n_embd * kv, ws));
@@ -66,11 +70,23 @@ inline std::vector<uint8_t> synthetic_model_gguf(const SyntheticModelSpec& s) {
             w.tensor_f32(p + "attn_k.bias", {kv}, rnd(kv, 0.1f));
             w.tensor_f32(p + "attn_v.bias", {kv}, rnd(kv, 0.1f));
         }
+        if (a == "qwen3" || olmo2) {
+            // Away from 1 so that a norm applied to the wrong head shows.
+            const int nq = olmo2 ? s.n_embd : hd, nk = olmo2 ? kv : hd;
+            auto norm = rnd(nq, 0.2f);
+            for (auto& x : norm) x += 1.0f;
+            w.tensor_f32(p + "attn_q_norm.weight", {nq}, norm);
+            norm = rnd(nk, 0.2f);
+            for (auto& x : norm) x += 1.0f;
+            w.tensor_f32(p + "attn_k_norm.weight", {nk}, norm);
+        }
+        if (olmo2) w.tensor_f32(p + "post_attention_norm.weight", {s.n_embd}, ones(s.n_embd));
         w.tensor_f32(p + "attn_output.weight", {s.n_embd, s.n_embd}, rnd((size_t)s.n_embd * s.n_embd, ws));
-        w.tensor_f32(p + "ffn_norm.weight", {s.n_embd}, ones(s.n_embd));
+        if (!olmo2) w.tensor_f32(p + "ffn_norm.weight", {s.n_embd}, ones(s.n_embd));
         w.tensor_f32(p + "ffn_gate.weight", {s.n_embd, s.n_ff}, rnd((size_t)s.n_embd * s.n_ff, ws));
         w.tensor_f32(p + "ffn_up.weight", {s.n_embd, s.n_ff}, rnd((size_t)s.n_embd * s.n_ff, ws));
         w.tensor_f32(p + "ffn_down.weight", {s.n_ff, s.n_embd}, rnd((size_t)s.n_ff * s.n_embd, ws));
+        if (olmo2) w.tensor_f32(p + "post_ffw_norm.weight", {s.n_embd}, ones(s.n_embd));
     }
     return w.bytes();
 }

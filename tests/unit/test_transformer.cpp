@@ -21,10 +21,11 @@ struct Loaded {
     std::unique_ptr<model::Transformer> model;
 };
 
-Loaded load_synthetic(const std::string& arch) {
+Loaded load_synthetic(const std::string& arch, int n_layer = 2) {
     Loaded l;
     test::SyntheticModelSpec s;
     s.arch = arch;
+    s.n_layer = n_layer;
     l.bytes = test::synthetic_model_gguf(s);
     l.file = io::GgufFile::parse(l.bytes.data(), l.bytes.size(), "synthetic");
     l.model = std::make_unique<model::Transformer>(*l.file);
@@ -125,6 +126,22 @@ TEST(Transformer, ForwardContractSyntheticLlama) {
 TEST(Transformer, ForwardContractSyntheticQwen2) {
     auto l = load_synthetic("qwen2");
     check_forward_contract(*l.model, {3, 2, 1}, {60, 61}, {5, 6, 7}, 1e-4);
+}
+
+TEST(Transformer, ForwardContractSyntheticQwen3) {
+    auto l = load_synthetic("qwen3");
+    check_forward_contract(*l.model, {3, 2, 1, 9}, {60, 61, 5}, {5, 6, 7}, 1e-4);
+}
+
+TEST(Transformer, ForwardContractSyntheticSmolLM3) {
+    auto l = load_synthetic("smollm3", 4);  // layer 3 has no RoPE
+    ASSERT_TRUE(l.model->config().layer_no_rope[3]);
+    check_forward_contract(*l.model, {3, 2, 1, 9}, {60, 61, 5}, {5, 6, 7}, 1e-4);
+}
+
+TEST(Transformer, ForwardContractSyntheticOlmo2) {
+    auto l = load_synthetic("olmo2");
+    check_forward_contract(*l.model, {3, 2, 1, 9}, {60, 61, 5}, {5, 6, 7}, 1e-4);
 }
 
 TEST(Transformer, CommitPathMatchesFromScratch) {
