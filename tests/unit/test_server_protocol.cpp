@@ -220,6 +220,8 @@ TEST(ServerMetrics, PrometheusText) {
     m.record_decode_step(4, 4, 0.02);
     m.record_generation(1.5, 0.1, 10, 5);
     m.set_queue_depth(3, 2);
+    m.set_kv_tokens(120, 0);
+    m.set_kv_resident_bytes(8192, 0);
     // Per method: a first token, then two rounds of 3 and 5 tokens (tau 4).
     m.record_method_tokens("chain", 0, 1, 0, 0);
     m.record_method_tokens("chain", 1, 3, 4, 2);
@@ -243,6 +245,9 @@ TEST(ServerMetrics, PrometheusText) {
     EXPECT_NE(s.find("specdec_mean_accept_length 1"), std::string::npos);
     EXPECT_NE(s.find("specdec_ssd_hit_rate 0"), std::string::npos);
     EXPECT_NE(s.find("specdec_queue_depth 3"), std::string::npos);
+    EXPECT_NE(s.find("specdec_kv_tokens{cache=\"target\"} 120\n"), std::string::npos);
+    EXPECT_NE(s.find("specdec_kv_tokens{cache=\"draft\"} 0\n"), std::string::npos);
+    EXPECT_NE(s.find("specdec_kv_resident_bytes{cache=\"target\"} 8192\n"), std::string::npos);
     EXPECT_NE(s.find("specdec_request_latency_seconds_bucket{le=\"2.5\"} 1"), std::string::npos);
     EXPECT_NE(s.find("specdec_request_latency_seconds_bucket{le=\"1\"} 0"), std::string::npos);
     EXPECT_NE(s.find("specdec_request_latency_seconds_count 1"), std::string::npos);
