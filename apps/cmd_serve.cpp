@@ -6,6 +6,8 @@
 // immutable, so that is safe in parallel and a bad request is refused before
 // it queues); the scheduler thread alone touches the model and the KV cache.
 #include <CLI/CLI.hpp>
+#include <malloc.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -45,11 +47,16 @@ using server::JobEvent;
 using Request = httplib::Request;
 using Response = httplib::Response;
 
-// Set by SIGINT/SIGTERM; a watcher thread does the actual shutting down.
-std::atomic<bool> g_signalled{false};
-static_assert(std::atomic<bool>::is_always_lock_free);
+// Counted by SIGINT/SIGTERM (the first begins a graceful shutdown, a second
+// cuts its grace short); a watcher thread does the actual shutting down.
+std::atomic<int> g_signals{0};
+std::atomic<int> g_last_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free);
 
-extern "C" void on_signal(int) { g_signalled.store(true); }
+extern "C" void on_signal(int sig) {
+    g_last_signal.store(sig);
+    g_signals.fetch_add(1);
+}
 
 std::string random_hex(size_t n) {
     thread_local std::mt19937_64 gen{std::random_device{}()};
@@ -85,40 +92,47 @@ struct StreamState {
 class Server {
 public:
     Server(runtime::Engine& engine, server::BatchScheduler& sched, server::Metrics& metrics, server::ServerInfo info,
-           std::string api_key)
+           std::string api_key, size_t max_body)
         : engine_(engine), sched_(sched), metrics_(metrics), info_(std::move(info)), api_key_(std::move(api_key)),
-          created_(std::time(nullptr)) {}
+          max_body_(max_body), created_(std::time(nullptr)) {}
 
     void install(httplib::Server& http) {
-        http.Get("/health", wrap("/health", [this](const Request&, Response& res) {
+        http.Get("/health", wrap("/health", [this](const Request&, const std::string&, Response& res) {
+            // A load balancer stops sending here while running requests finish.
+            if (sched_.shutting_down())
+                throw ApiError(503, "the server is shutting down", "", "shutting_down", "server_error");
             nlohmann::json j{{"status", "ok"}, {"model", info_.model_id}, {"queue_depth", sched_.queue_depth()}};
             res.set_content(server::dump(j), "application/json");
             return 200;
         }));
-        http.Get("/v1/models", wrap("/v1/models", [this](const Request&, Response& res) {
+        http.Get("/v1/models", wrap("/v1/models", [this](const Request&, const std::string&, Response& res) {
             res.set_content(server::dump(server::models_json(info_, created_)), "application/json");
             return 200;
         }));
-        http.Get("/metrics", wrap("/metrics", [this](const Request&, Response& res) {
+        http.Get("/metrics", wrap("/metrics", [this](const Request&, const std::string&, Response& res) {
             res.set_content(metrics_.render(), "text/plain; version=0.0.4; charset=utf-8");
             return 200;
         }));
         http.Post("/v1/chat/completions",
-                  wrap("/v1/chat/completions",
-                       [this](const Request& req, Response& res) { return generate(Endpoint::Chat, req, res); }));
+                  wrap_reading("/v1/chat/completions", [this](const Request& req, const std::string& body,
+                                                              Response& res) {
+                      return generate(Endpoint::Chat, req, body, res);
+                  }));
         http.Post("/v1/completions",
-                  wrap("/v1/completions",
-                       [this](const Request& req, Response& res) { return generate(Endpoint::Completion, req, res); }));
+                  wrap_reading("/v1/completions", [this](const Request& req, const std::string& body, Response& res) {
+                      return generate(Endpoint::Completion, req, body, res);
+                  }));
         // Everything else: a known path with the wrong method is 405, an
         // unknown one 404; both after the API key check, like every route.
-        const auto other = [this](const Request& req, Response& res) { return unrouted(req, res); };
+        // Methods that carry a body read it here too, under the same limit.
+        const auto other = [](const Request& req, const std::string&, Response& res) { return unrouted(req, res); };
         http.Get(".*", wrap("", other));
-        http.Post(".*", wrap("", other));
-        http.Put(".*", wrap("", other));
-        http.Patch(".*", wrap("", other));
-        http.Delete(".*", wrap("", other));
+        http.Post(".*", wrap_reading("", other));
+        http.Put(".*", wrap_reading("", other));
+        http.Patch(".*", wrap_reading("", other));
+        http.Delete(".*", wrap_reading("", other));
         http.Options(".*", wrap("", other));
-        // Errors httplib answers itself (malformed request, body too large)
+        // Errors httplib answers itself (a malformed request line or header, a URI too long)
         // get the OpenAI error shape too.
         http.set_error_handler(httplib::Server::HandlerWithResponse([](const Request&, Response& res) {
             if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
@@ -128,26 +142,41 @@ public:
     }
 
 private:
-    using Body = std::function<int(const Request&, Response&)>;
+    // A route: the request, its body, the response; returns the status (or kDeferred).
+    using Body = std::function<int(const Request&, const std::string&, Response&)>;
+
+    // Methods without a body (GET, OPTIONS): httplib reads nothing.
+    httplib::Server::Handler wrap(std::string endpoint, Body body) {
+        return [this, endpoint = std::move(endpoint), body = std::move(body)](const Request& req, Response& res) {
+            answer(endpoint, req, res, [&] { return body(req, req.body, res); });
+        };
+    }
+
+    // Methods with a body: read here, after the API key check, under
+    // --max-body-mb (server::read_body says why not by httplib).
+    httplib::Server::HandlerWithContentReader wrap_reading(std::string endpoint, Body body) {
+        return [this, endpoint = std::move(endpoint), body = std::move(body)](
+                   const Request& req, Response& res, const httplib::ContentReader& reader) {
+            answer(endpoint, req, res, [&] { return body(req, server::read_body(req, reader, res, max_body_), res); });
+        };
+    }
 
     // API key check, OpenAI errors and metrics around one route. Unknown
     // paths are counted as "other" so a client cannot grow the label set.
-    httplib::Server::Handler wrap(std::string endpoint, Body body) {
-        return [this, endpoint = std::move(endpoint), body = std::move(body)](const Request& req, Response& res) {
-            const std::string name = endpoint.empty() ? route_name(req.path) : endpoint;
-            int status = 500;
-            try {
-                server::check_api_key(req.get_header_value("Authorization"), api_key_);
-                status = body(req, res);
-            } catch (const ApiError& e) {
-                status = e.status;
-                send_error(res, e);
-            } catch (const std::exception& e) {
-                status = 500;
-                send_error(res, ApiError(500, std::string("internal error: ") + e.what(), "", "", "server_error"));
-            }
-            if (status != kDeferred) metrics_.record_request(name, status);
-        };
+    void answer(const std::string& endpoint, const Request& req, Response& res, const std::function<int()>& run) {
+        const std::string name = endpoint.empty() ? route_name(req.path) : endpoint;
+        int status = 500;
+        try {
+            server::check_api_key(req.get_header_value("Authorization"), api_key_);
+            status = run();
+        } catch (const ApiError& e) {
+            status = e.status;
+            send_error(res, e);
+        } catch (const std::exception& e) {
+            status = 500;
+            send_error(res, ApiError(500, std::string("internal error: ") + e.what(), "", "", "server_error"));
+        }
+        if (status != kDeferred) metrics_.record_request(name, status);
     }
 
     static std::string route_name(const std::string& path) {
@@ -158,6 +187,8 @@ private:
 
     static void send_error(Response& res, const ApiError& e) {
         res.status = e.status;
+        // Queue full (429) or shutting down (503): worth retrying, elsewhere or soon.
+        if (e.status == 429 || e.status == 503) res.set_header("Retry-After", "1");
         res.set_content(server::dump(server::error_json(e)), "application/json");
     }
 
@@ -171,10 +202,10 @@ private:
     }
 
     // Validates, tokenizes and queues one request; answers it (JSON or SSE).
-    int generate(Endpoint ep, const Request& req, Response& res) {
+    int generate(Endpoint ep, const Request& req, const std::string& body, Response& res) {
         // parse_request admits only the methods this server can run (chain
         // and tree only with a draft model).
-        server::ParsedRequest pr = server::parse_request(ep, req.body, info_);
+        server::ParsedRequest pr = server::parse_request(ep, body, info_);
         if (!pr.seed_given) pr.gen.sampling.seed = random_seed();
         try {
             sample::validate(pr.gen.sampling);
@@ -196,9 +227,11 @@ private:
                            "This model's maximum context length is " + std::to_string(engine_.n_ctx()) +
                                " tokens, but the prompt has " + std::to_string(n_prompt) + " tokens",
                            ep == Endpoint::Chat ? "messages" : "prompt", "context_length_exceeded");
-        // Without max_tokens, run to the context: after the prompt is committed,
-        // each token but the last needs one more slot.
+        // Without max_tokens (and no --max-tokens cap), run to the context:
+        // after the prompt is committed, each token but the last needs one more slot.
         if (pr.gen.max_tokens <= 0) pr.gen.max_tokens = engine_.n_ctx() - n_prompt + 1;
+        const std::string id = (ep == Endpoint::Chat ? "chatcmpl-" : "cmpl-") + random_hex(24);
+        job->id = id;
         job->req = std::move(pr.gen);
         job->ssd = pr.spec.method == "ssd";
         job->method = job->ssd ? sched::Method::AR : sched::parse_method(pr.spec.method);
@@ -211,10 +244,9 @@ private:
                 throw ApiError(429, "the server is busy (request queue full); retry later", "", "queue_full",
                                "rate_limit_error");
             case server::BatchScheduler::Submit::Stopped:
-                throw ApiError(503, "the server is shutting down", "", "unavailable", "server_error");
+                throw ApiError(503, "the server is shutting down", "", "shutting_down", "server_error");
             case server::BatchScheduler::Submit::Ok: break;
         }
-        const std::string id = (ep == Endpoint::Chat ? "chatcmpl-" : "cmpl-") + random_hex(24);
         const int64_t created = std::time(nullptr);
         if (pr.stream) return stream(ep, pr, id, created, std::move(channel), req, res);
         return collect(ep, id, created, *channel, req, res);
@@ -239,7 +271,7 @@ private:
                 text += ev->text;
                 continue;
             }
-            if (ev->kind == JobEvent::Failed) throw ApiError(ev->status, ev->message, "", "", "server_error");
+            if (ev->kind == JobEvent::Failed) throw ApiError(ev->status, ev->message, "", ev->code, "server_error");
             text += ev->text;
             const server::Usage u{ev->n_prompt, ev->n_generated};
             const auto j = ep == Endpoint::Chat
@@ -295,7 +327,7 @@ private:
                 if (ev->kind == JobEvent::Failed) {
                     // The status line is gone already: report in the stream, as OpenAI does.
                     out = server::sse_event(
-                        server::error_json(ApiError(ev->status, ev->message, "", "", "server_error")));
+                        server::error_json(ApiError(ev->status, ev->message, "", ev->code, "server_error")));
                     st->status = ev->status;
                 } else {
                     if (!ev->text.empty()) out = chunk(*st, ev->text, "");
@@ -329,8 +361,16 @@ private:
     server::Metrics& metrics_;
     server::ServerInfo info_;
     std::string api_key_;
+    size_t max_body_;
     int64_t created_;
 };
+
+// " (a, b, c)" for a non-empty list of request ids.
+std::string id_list(const std::vector<std::string>& ids) {
+    std::string s;
+    for (const auto& id : ids) s += (s.empty() ? " (" : ", ") + id;
+    return s.empty() ? s : s + ")";
+}
 
 }  // namespace
 
@@ -373,6 +413,32 @@ int cmd_serve(int argc, char** argv) {
     app.add_option("-c,--ctx", eopts.n_ctx, "context per sequence in tokens (0 = min(model, 4096))")
         ->check(CLI::NonNegativeNumber);
     app.add_option("-t,--threads", eopts.n_threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+    // Limits for a server facing clients nobody controls.
+    int max_body_mb = 16, read_timeout = 10, idle_timeout = 5, shutdown_grace = 5;
+    int max_tokens = 4096;
+    sopts.request_timeout_s = 600;
+    app.add_option("--max-body-mb", max_body_mb, "largest request body in MiB; a larger one gets 413 (default 16)")
+        ->check(CLI::Range(1, 4096));
+    app.add_option("--max-tokens", max_tokens,
+                   "cap on max_tokens: a request asking for more gets 400, one naming none gets the cap "
+                   "(completions: 16, OpenAI's default, if less); the context still ends any request "
+                   "(default 4096; 0: no cap)")
+        ->check(CLI::Range(0, 1 << 20));
+    app.add_option("--request-timeout", sopts.request_timeout_s,
+                   "seconds a request may wait and run; then it ends with 504 (streaming: an error event) "
+                   "(default 600; 0: no limit)")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--read-timeout", read_timeout,
+                   "seconds a client may send nothing while its request's headers or body are read, or read "
+                   "nothing of its response, before it is dropped (default 10)")
+        ->check(CLI::Range(1, 3600));
+    app.add_option("--idle-timeout", idle_timeout,
+                   "seconds an open connection may wait without a request before it is closed (default 5)")
+        ->check(CLI::Range(1, 3600));
+    app.add_option("--shutdown-grace", shutdown_grace,
+                   "on SIGTERM/SIGINT: seconds running requests get to finish (waiting ones are cancelled at "
+                   "once) before the rest are cancelled; a second signal cancels at once (default 5)")
+        ->check(CLI::Range(0, 3600));
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -390,6 +456,15 @@ int cmd_serve(int argc, char** argv) {
     const auto method_needs_draft = [](const std::string& m) { return m == "chain" || m == "tree" || m == "ssd"; };
     SPECDEC_CHECK(!method_needs_draft(method) || !draft.empty() || self_spec, "--method ", method,
                   " needs a draft model (-d DRAFT) or a self-speculation depth (--draft-layers L)");
+
+    // Fixed malloc thresholds (setting one turns glibc's dynamic ones off):
+    // otherwise, once a freed block above 128 KiB (a large request body)
+    // raises the mmap threshold, each HTTP worker's arena keeps up to a few
+    // MiB of freed memory at its top, and after a load the heap stays near
+    // its peak (tools/serve_load.py, 16 clients for 90 s: anonymous RSS less
+    // KV about 20 -> 70 MiB; with these: 14 -> 16 MiB).
+    ::mallopt(M_MMAP_THRESHOLD, 256 << 10);
+    ::mallopt(M_TRIM_THRESHOLD, 128 << 10);
 
     eopts.model_path = runtime::resolve_model(model);
     runtime::DraftLayers layers;
@@ -430,20 +505,26 @@ int cmd_serve(int argc, char** argv) {
     info.available_methods = {"ar", "auto", "ngram"};
     if (draft_engine) info.available_methods.insert(info.available_methods.end(), {"chain", "tree", "ssd"});
     info.default_method = method;
+    info.max_tokens = max_tokens;
 
     server::Metrics metrics;
     server::BatchScheduler sched(*engine, draft_engine.get(), sopts, metrics);
-    Server srv(*engine, sched, metrics, info, api_key);
+    const size_t max_body = (size_t)max_body_mb << 20;
+    Server srv(*engine, sched, metrics, info, api_key, max_body);
     httplib::Server http;
     srv.install(http);
     // Every waiting or running request holds a worker thread; leave room for
     // /health, /metrics and the 429 answers themselves.
     const size_t max_threads = (size_t)sopts.max_batch + (size_t)sopts.max_queue + 32;
     http.new_task_queue = [max_threads] { return new server::GrowingTaskQueue(max_threads); };
-    http.set_payload_max_length(16u << 20);
-    http.set_read_timeout(10);  // per read: a stalled client frees its thread
-    http.set_write_timeout(10);  // a client that stops reading its stream is dropped
-    http.set_keep_alive_timeout(5);
+    // A stated Content-Length over the limit: httplib answers 413 (the body
+    // reader, server::read_body, applies the same limit to chunked bodies).
+    http.set_payload_max_length(max_body);
+    // Per read, not per request (httplib 0.11.4 has no total deadline): a
+    // stalled client frees its thread, one that trickles bytes does not.
+    http.set_read_timeout(read_timeout);
+    http.set_write_timeout(read_timeout);  // a client that stops reading its stream is dropped
+    http.set_keep_alive_timeout(idle_timeout);
     http.set_keep_alive_max_count(1000);
     http.set_tcp_nodelay(true);  // SSE tokens go out at once
     const int bound = port == 0 ? http.bind_to_any_port(host) : (http.bind_to_port(host, port) ? port : -1);
@@ -456,26 +537,42 @@ int cmd_serve(int argc, char** argv) {
     sigaction(SIGTERM, &sa, nullptr);
     std::signal(SIGPIPE, SIG_IGN);
 
-    // On a signal: fail waiting and running requests (their handlers answer
-    // and return, new ones get 503), then stop accepting; listen_after_bind
-    // returns once every connection's thread has finished.
+    // On a signal: new and waiting requests get 503 at once, running ones get
+    // --shutdown-grace seconds to finish (a second signal: none), then the
+    // rest fail with 503 (their handlers answer and return); then stop
+    // accepting: listen_after_bind returns once every connection's thread has
+    // finished. Started after the scheduler, whose done() it waits for.
+    sched.start();
     std::atomic<bool> serving_done{false};
     std::thread watcher([&] {
-        while (!g_signalled.load() && !serving_done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        using Clock = server::BatchScheduler::Clock;
+        while (g_signals.load() == 0 && !serving_done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
         if (serving_done.load()) return;
-        std::fprintf(stderr, "specdec serve: shutting down\n");
-        sched.stop();
+        std::fprintf(stderr, "specdec serve: %s: shutting down (running requests get %d s to finish)\n",
+                     g_last_signal.load() == SIGINT ? "SIGINT" : "SIGTERM", shutdown_grace);
+        std::fflush(stderr);
+        sched.begin_shutdown(Clock::now() + std::chrono::seconds(shutdown_grace));
+        while (!sched.done()) {
+            if (g_signals.load() > 1) sched.begin_shutdown(Clock::now());
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        const server::ShutdownReport r = sched.stop();
+        std::fprintf(stderr,
+                     "specdec serve: shutdown: %zu running finished%s, %zu running cancelled%s, %zu waiting "
+                     "cancelled%s\n",
+                     r.finished.size(), id_list(r.finished).c_str(), r.cancelled.size(), id_list(r.cancelled).c_str(),
+                     r.refused.size(), id_list(r.refused).c_str());
+        std::fflush(stderr);
         // stop() before the accept loop runs would be lost.
         while (!http.is_running() && !serving_done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
         http.stop();
     });
 
-    sched.start();
     std::fprintf(stderr,
                  "specdec serve: listening on http://%s:%d (model %s, ctx %d, max batch %d, queue %d, %d threads, "
-                 "method %s%s%s)\n",
+                 "max tokens %d, request timeout %g s, method %s%s%s)\n",
                  host.c_str(), bound, info.model_id.c_str(), engine->n_ctx(), sopts.max_batch, sopts.max_queue,
-                 (int)engine->pool().size(), method.c_str(),
+                 (int)engine->pool().size(), max_tokens, sopts.request_timeout_s, method.c_str(),
                  draft_engine ? (", draft " + std::filesystem::path(draft_engine->options().model_path).stem().string())
                                     .c_str()
                               : "",
@@ -485,7 +582,7 @@ int cmd_serve(int argc, char** argv) {
     serving_done.store(true);
     watcher.join();
     sched.stop();  // idempotent; fails whatever is left
-    return ok || g_signalled.load() ? 0 : 1;
+    return ok || g_signals.load() > 0 ? 0 : 1;
 }
 
 }  // namespace specdec::cli

@@ -1,10 +1,33 @@
 #include "kv/kv_cache.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstring>
 
 #include "core/error.h"
 
 namespace specdec::kv {
+
+namespace {
+// Bytes of [p, p + n) in resident pages (whole pages: the first and last may
+// be shared with neighbouring allocations).
+size_t resident(const void* p, size_t n) {
+    const uintptr_t page = (uintptr_t)::sysconf(_SC_PAGESIZE);
+    const uintptr_t begin = (uintptr_t)p & ~(page - 1);
+    const size_t len = (uintptr_t)p + n - begin;
+    std::vector<unsigned char> in((len + page - 1) / page);
+    if (::mincore(reinterpret_cast<void*>(begin), len, in.data()) != 0) return 0;
+    size_t pages = 0;
+    for (unsigned char c : in) pages += c & 1;
+    return pages * page;
+}
+}  // namespace
+
+size_t KvCache::resident_bytes() const {
+    const size_t n = elems() * sizeof(uint16_t);
+    return resident(k_.get(), n) + resident(v_.get(), n);
+}
 
 KvCache::KvCache(const KvCacheOptions& opts) : opts_(opts) {
     SPECDEC_CHECK(opts.n_layer > 0 && opts.kv_dim > 0 && opts.n_ctx > 0 && opts.n_seq > 0,

@@ -56,6 +56,10 @@ public:
     void copy_sequence(int src, int dst);
 
     size_t bytes() const { return 2 * elems() * sizeof(uint16_t); }
+    // Of those, the bytes in RAM: pages written at least once (the buffers
+    // start untouched and are never freed, so this only grows), by mincore.
+    // What a process's RSS holds of its KV cache, told apart from its heap.
+    size_t resident_bytes() const;
 
 private:
     size_t elems() const { return (size_t)opts_.n_layer * opts_.n_seq * opts_.n_ctx * opts_.kv_dim; }

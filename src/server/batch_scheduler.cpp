@@ -1,5 +1,6 @@
 #include "server/batch_scheduler.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 
@@ -14,6 +15,15 @@ using Clock = std::chrono::steady_clock;
 namespace {
 double secs(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 }  // namespace
+
+JobEvent JobEvent::failure(int status, std::string message, std::string code) {
+    JobEvent ev;
+    ev.kind = Failed;
+    ev.status = status;
+    ev.message = std::move(message);
+    ev.code = std::move(code);
+    return ev;
+}
 
 void JobChannel::push(JobEvent ev) {
     {
@@ -74,23 +84,60 @@ BatchScheduler::~BatchScheduler() { stop(); }
 
 void BatchScheduler::start() { thread_ = std::thread([this] { loop(); }); }
 
-void BatchScheduler::stop() {
+void BatchScheduler::begin_shutdown(Clock::time_point deadline) {
+    std::deque<std::unique_ptr<Job>> waiting;
     {
         std::lock_guard lk(mu_);
-        stopping_ = true;
+        if (!shutting_down_) {
+            shutting_down_ = true;
+            waiting.swap(queue_);
+            for (const auto& j : waiting) refused_.push_back(j->id);
+        }
+        stop_deadline_ = std::min(stop_deadline_, deadline);
     }
+    for (auto& j : waiting) j->channel->push(shutdown_failure());
+    if (!waiting.empty()) metrics_.set_queue_depth(0, -1);
     cv_.notify_all();
+}
+
+bool BatchScheduler::shutting_down() const {
+    std::lock_guard lk(mu_);
+    return shutting_down_;
+}
+
+bool BatchScheduler::stop_now() const {
+    std::lock_guard lk(mu_);
+    return shutting_down_ && Clock::now() >= stop_deadline_;
+}
+
+ShutdownReport BatchScheduler::stop() {
+    begin_shutdown(Clock::now());
     if (thread_.joinable()) thread_.join();
     std::lock_guard lk(mu_);
-    for (auto& j : queue_) j->channel->push({JobEvent::Failed, "", "", 0, 0, 503, "server is shutting down"});
-    queue_.clear();
+    return ShutdownReport{finished_, cancelled_, refused_};
+}
+
+bool BatchScheduler::timed_out(const Job& job, Clock::time_point now) const {
+    return opts_.request_timeout_s > 0 && secs(job.arrived, now) > opts_.request_timeout_s;
+}
+
+JobEvent BatchScheduler::shutdown_failure() {
+    return JobEvent::failure(503, "server is shutting down", "shutting_down");
+}
+
+JobEvent BatchScheduler::timeout_failure() const {
+    char s[32];
+    std::snprintf(s, sizeof s, "%g", opts_.request_timeout_s);
+    return JobEvent::failure(504, std::string("the request took longer than this server's limit of ") + s +
+                                      " s (--request-timeout)",
+                             "request_timeout");
 }
 
 BatchScheduler::Submit BatchScheduler::submit(std::unique_ptr<Job> job) {
     int depth = 0;
     {
         std::lock_guard lk(mu_);
-        if (stopping_) return Submit::Stopped;
+        if (shutting_down_) return Submit::Stopped;
         if ((int)queue_.size() >= opts_.max_queue) return Submit::QueueFull;
         queue_.push_back(std::move(job));
         depth = (int)queue_.size();
@@ -108,12 +155,24 @@ int BatchScheduler::queue_depth() const {
 void BatchScheduler::loop() {
     while (true) {
         std::vector<std::unique_ptr<Active>> fresh;
-        std::vector<std::unique_ptr<Job>> cohort;
+        std::vector<std::unique_ptr<Job>> cohort, expired;
         {
             std::unique_lock lk(mu_);
             // Sleep only when there is nothing to decode.
-            cv_.wait(lk, [&] { return stopping_ || !queue_.empty() || !active_.empty(); });
-            if (stopping_) break;
+            cv_.wait(lk, [&] { return shutting_down_ || !queue_.empty() || !active_.empty(); });
+            // A shutdown lets the running jobs finish until its deadline.
+            if (shutting_down_ && (active_.empty() || Clock::now() >= stop_deadline_)) break;
+            if (opts_.request_timeout_s > 0) {
+                const auto now = Clock::now();
+                for (auto it = queue_.begin(); it != queue_.end();) {
+                    if (timed_out(**it, now)) {
+                        expired.push_back(std::move(*it));
+                        it = queue_.erase(it);
+                    } else {
+                        ++it;
+                    }
+                }
+            }
             // An SSD job at the head stops admission until the batch drains
             // (SSD needs slots 0..B-1 of both caches to itself).
             if (!queue_.empty() && queue_.front()->ssd && active_.empty()) cohort = take_ssd_cohort();
@@ -126,28 +185,57 @@ void BatchScheduler::loop() {
                 fresh.push_back(std::move(a));
             }
         }
+        for (auto& j : expired) j->channel->push(timeout_failure());
         if (!cohort.empty()) {
             run_ssd_cohort(std::move(cohort));
             metrics_.set_queue_depth(queue_depth(), 0);
+            report_kv();
             continue;
         }
         admit(fresh);
         decode_step();
         // Retire in place; free sequences become available to the next admit.
+        const auto now = Clock::now();
         for (auto& a : active_) {
             if (!a->done && a->job->channel->cancelled()) {
                 a->done = true;
                 a->stop->take_remaining();
             }
+            if (!a->done && timed_out(*a->job, now)) fail(*a, timeout_failure());
             // The round ends a sequence whose context is full without a token.
             if (!a->done && a->seq >= 0 && spec_.admitted(a->seq) && !spec_.running(a->seq)) a->done = true;
             if (a->done) retire(*a);
         }
         std::erase_if(active_, [](const auto& a) { return a->seq < 0; });
         metrics_.set_queue_depth(queue_depth(), (int)active_.size());
+        report_kv();
     }
-    for (auto& a : active_) fail(*a, 503, "server is shutting down");
+    // The shutdown's deadline passed with these still running.
+    for (auto& a : active_) {
+        if (a->seq < 0) continue;
+        cancelled_.push_back(a->job->id);
+        fail(*a, shutdown_failure());
+    }
     active_.clear();
+    metrics_.set_queue_depth(queue_depth(), 0);
+    report_kv();
+    done_.store(true);
+}
+
+void BatchScheduler::report_kv() {
+    const auto committed = [](kv::KvCache& c) {
+        int n = 0;
+        for (int s = 0; s < c.n_seq(); ++s) n += c.committed(s);
+        return n;
+    };
+    metrics_.set_kv_tokens(committed(engine_.cache()), draft_ ? committed(draft_->cache()) : 0);
+    // mincore over the whole cache: when idle, and at most once a second while busy.
+    const auto now = Clock::now();
+    if (active_.empty() || now - kv_resident_at_ >= std::chrono::seconds(1)) {
+        kv_resident_at_ = now;
+        metrics_.set_kv_resident_bytes(engine_.cache().resident_bytes(),
+                                       draft_ ? draft_->cache().resident_bytes() : 0);
+    }
 }
 
 void BatchScheduler::admit(std::vector<std::unique_ptr<Active>>& fresh) {
@@ -164,7 +252,7 @@ void BatchScheduler::admit(std::vector<std::unique_ptr<Active>>& fresh) {
             start_sequence(a);
         } catch (const std::exception& e) {
             // A failed prefill only touches its own sequence; others continue.
-            fail(a, 500, std::string("prefill failed: ") + e.what());
+            fail(a, JobEvent::failure(500, std::string("prefill failed: ") + e.what(), "prefill_failed"));
         }
     }
 }
@@ -220,7 +308,8 @@ void BatchScheduler::decode_step() {
         // Should not happen (trees are sized to the context before they are
         // verified); if it does, fail the sequences of this round, not the server.
         for (auto& a : active_)
-            if (!a->done && a->seq >= 0 && spec_.running(a->seq)) fail(*a, 500, std::string("decode failed: ") + e.what());
+            if (!a->done && a->seq >= 0 && spec_.running(a->seq))
+                fail(*a, JobEvent::failure(500, std::string("decode failed: ") + e.what(), "decode_failed"));
         return;
     }
     if (rep.rows == 0) return;
@@ -255,6 +344,7 @@ void BatchScheduler::retire(Active& a) {
         ev.n_prompt = (int)a.job->prompt.size();
         ev.n_generated = (int)a.stop->tokens().size();
         a.job->channel->push(std::move(ev));
+        if (shutting_down()) finished_.push_back(a.job->id);
     }
     const double ttft = a.first_token == Clock::time_point{} ? -1.0 : secs(a.job->arrived, a.first_token);
     metrics_.record_generation(secs(a.job->arrived, now), ttft, (int)a.job->prompt.size(),
@@ -270,8 +360,8 @@ void BatchScheduler::release(Active& a) {
     a.seq = -1;
 }
 
-void BatchScheduler::fail(Active& a, int status, const std::string& msg) {
-    a.job->channel->push({JobEvent::Failed, "", "", 0, 0, status, msg});
+void BatchScheduler::fail(Active& a, JobEvent failure) {
+    a.job->channel->push(std::move(failure));
     a.done = true;
     if (a.seq >= 0) release(a);
 }

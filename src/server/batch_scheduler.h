@@ -21,6 +21,11 @@
 // seed reproduces), streaming their tokens as they come, and returns to the
 // continuous batch. Requests behind a cohort wait for it to end; jobs queue in
 // arrival order, so neither kind starves the other.
+//
+// Limits: a job waiting or running longer than request_timeout_s fails with
+// 504 (between rounds; an SSD cohort checks at each token). A shutdown
+// (begin_shutdown) refuses new and waiting jobs, gives running ones until a
+// deadline to finish, fails the rest, and reports which were which by id.
 #pragma once
 
 #include <atomic>
@@ -53,6 +58,8 @@ struct JobEvent {
     int n_prompt = 0, n_generated = 0;
     int status = 500;           // Failed
     std::string message;        // Failed
+    std::string code;           // Failed: OpenAI's error code ("request_timeout", "shutting_down", ...)
+    static JobEvent failure(int status, std::string message, std::string code);
 };
 
 // The scheduler -> handler pipe of one request, plus the handler -> scheduler
@@ -73,6 +80,7 @@ private:
 };
 
 struct Job {
+    std::string id;                 // the response's id (chatcmpl-...), for the shutdown report
     runtime::GenerateRequest req;   // max_tokens already resolved (>= 1)
     std::vector<int32_t> prompt;    // tokenize_request(engine, req), checked to fit
     sched::Method method = sched::Method::AR;  // the request's (or the server's) method
@@ -92,6 +100,16 @@ struct SchedulerOptions {
     // for ssd. The draft engine then needs max_batch * (1 + fanout_budget)
     // sequences (each cohort sequence and its cached branches).
     sched::SsdConfig ssd;
+    // A job still waiting or running this many seconds after it arrived fails
+    // with 504 (checked between rounds); 0: no limit.
+    double request_timeout_s = 0;
+};
+
+// What a shutdown did with the requests it found, by response id.
+struct ShutdownReport {
+    std::vector<std::string> finished;   // running when it began, finished within the grace
+    std::vector<std::string> cancelled;  // still running when the grace ran out: failed (503)
+    std::vector<std::string> refused;    // waiting for a sequence when it began: failed (503) at once
 };
 
 class BatchScheduler {
@@ -100,11 +118,22 @@ public:
 
     // `draft` (may be null) drafts for chain and tree; jobs asking for those
     // without a draft must be refused before they are submitted.
+    using Clock = std::chrono::steady_clock;
+
     BatchScheduler(runtime::Engine& engine, runtime::Engine* draft, SchedulerOptions opts, Metrics& metrics);
     ~BatchScheduler();
     void start();
-    // Fails every waiting and running job (503) and joins the thread.
-    void stop();
+    // Graceful stop, from any thread: from now on submit() answers Stopped,
+    // the waiting jobs fail (503) at once, and running jobs go on until
+    // `deadline`, then fail (503). Called again, it only brings the deadline
+    // forward (a second signal: stop now).
+    void begin_shutdown(Clock::time_point deadline);
+    bool shutting_down() const;
+    // The scheduler thread has ended (after begin_shutdown: every job is answered).
+    bool done() const { return done_.load(); }
+    // begin_shutdown(now) unless begun earlier, joins the thread, and says what
+    // became of the requests the shutdown found. Idempotent.
+    ShutdownReport stop();
     Submit submit(std::unique_ptr<Job> job);
     int queue_depth() const;
 
@@ -125,13 +154,21 @@ private:
     void retire(Active& a);
     // Frees the sequence slot (target and draft).
     void release(Active& a);
-    void fail(Active& a, int status, const std::string& msg);
+    void fail(Active& a, JobEvent failure);
+    // Waited or ran past SchedulerOptions::request_timeout_s.
+    bool timed_out(const Job& job, Clock::time_point now) const;
+    JobEvent timeout_failure() const;
+    static JobEvent shutdown_failure();
+    // Past the shutdown's deadline: end every sequence now.
+    bool stop_now() const;
+    // KV positions committed in the target and draft caches (all sequences),
+    // and the bytes of those caches in RAM, for /metrics.
+    void report_kv();
     // Takes the oldest job (an SSD job) and the waiting SSD jobs that can share
     // its run; called with mu_ held.
     std::vector<std::unique_ptr<Job>> take_ssd_cohort();
     // Decodes a cohort to the end with SsdScheduler (the batch is empty).
     void run_ssd_cohort(std::vector<std::unique_ptr<Job>> jobs);
-    bool stopping() const;
 
     runtime::Engine& engine_;
     runtime::Engine* draft_;
@@ -141,8 +178,11 @@ private:
     mutable std::mutex mu_;
     std::condition_variable cv_;
     std::deque<std::unique_ptr<Job>> queue_;
-    bool stopping_ = false;
+    bool shutting_down_ = false;
+    Clock::time_point stop_deadline_ = Clock::time_point::max();
+    std::vector<std::string> refused_;  // ShutdownReport::refused
     std::thread thread_;
+    std::atomic<bool> done_{false};
 
     // Owned by the scheduler thread.
     std::vector<std::unique_ptr<Active>> active_;
@@ -151,6 +191,8 @@ private:
     sched::SpecBatch spec_;
     std::map<std::pair<sched::Method, int>, MethodEntry> methods_;
     spec::AdaptiveStats auto_seen_;  // the auto proposer's counters already in the metrics
+    std::vector<std::string> finished_, cancelled_;  // ShutdownReport's; read after the join
+    Clock::time_point kv_resident_at_{};             // report_kv's last mincore
 };
 
 }  // namespace specdec::server

@@ -133,6 +133,38 @@ void disable_response_compression(const httplib::Request& req) {
     const_cast<httplib::Request&>(req).headers.erase("Accept-Encoding");
 }
 
+std::string read_body(const httplib::Request& req, const httplib::ContentReader& reader, httplib::Response& res,
+                      size_t limit) {
+    if (req.is_multipart_form_data()) {
+        // httplib would hand it to a multipart parser this reader has no callbacks for.
+        res.set_header("Connection", "close");
+        throw ApiError(415, "multipart/form-data bodies are not supported (send application/json)", "",
+                       "unsupported_media_type");
+    }
+    std::string body;
+    bool too_large = false;
+    const bool ok = reader([&](const char* data, size_t n) {
+        if (n > limit - body.size()) {
+            too_large = true;
+            return false;
+        }
+        body.append(data, n);
+        return true;
+    });
+    if (ok) return body;
+    res.set_header("Connection", "close");
+    // 413 from httplib itself: a Content-Length over set_payload_max_length.
+    if (too_large || res.status == 413)
+        throw ApiError(413,
+                       "request body too large (this server accepts at most " +
+                           (limit % (1u << 20) == 0 ? std::to_string(limit >> 20) + " MiB"
+                                                    : std::to_string(limit) + " bytes") +
+                           ", --max-body-mb)",
+                       "", "payload_too_large");
+    throw ApiError(400, "the request body could not be read (the client stopped sending or hung up)", "",
+                   "incomplete_body");
+}
+
 std::string http_error_json(int status) {
     std::string message, code, type = "invalid_request_error";
     switch (status) {

@@ -1,6 +1,7 @@
 // What `specdec serve` adds around Debian's cpp-httplib (0.11.4): a thread
 // pool that grows on demand up to a bound, a "has this request's client hung
-// up?" check, and OpenAI-shaped bodies for the errors httplib answers itself.
+// up?" check, a request body reader with a size limit, and OpenAI-shaped
+// bodies for the errors httplib answers itself.
 #pragma once
 
 #include <httplib.h>
@@ -57,6 +58,17 @@ bool peer_closed(int fd);
 // text/event-stream too, and its compressor holds the data back until the
 // stream ends, which would defeat streaming.
 void disable_response_compression(const httplib::Request& req);
+
+// Reads a request's body through httplib's ContentReader (a handler
+// registered with one), at most `limit` bytes. httplib 0.11.4 limits only a
+// body that states its Content-Length (set_payload_max_length: 413, body
+// skipped); a chunked one, or one without a length, would grow without bound.
+// Throws ApiError 413 for a body over the limit, 400 for one that could not
+// be read (the client stalled past the read timeout or hung up); both answer
+// with Connection: close, since the rest of the stream is in an unknown place.
+// A multipart/form-data body is refused (415) unread.
+std::string read_body(const httplib::Request& req, const httplib::ContentReader& reader, httplib::Response& res,
+                      size_t limit);
 
 // OpenAI error JSON for a status httplib produced itself (400 for a bad
 // request line, 413 for a body over the limit, 404, ...).

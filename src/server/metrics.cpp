@@ -143,6 +143,18 @@ void Metrics::set_queue_depth(int waiting, int active) {
     if (active >= 0) active_ = active;  // -1: unchanged (HTTP threads do not know it)
 }
 
+void Metrics::set_kv_tokens(int target, int draft) {
+    std::lock_guard lk(mu_);
+    kv_target_ = target;
+    kv_draft_ = draft;
+}
+
+void Metrics::set_kv_resident_bytes(size_t target, size_t draft) {
+    std::lock_guard lk(mu_);
+    kv_resident_target_ = target;
+    kv_resident_draft_ = draft;
+}
+
 uint64_t Metrics::tokens_generated() const {
     std::lock_guard lk(mu_);
     return tokens_generated_;
@@ -221,6 +233,13 @@ std::string Metrics::render() const {
            ssd_stall_seconds_);
     scalar(out, "specdec_queue_depth", "gauge", "Requests waiting for a sequence slot", queue_depth_);
     scalar(out, "specdec_active_sequences", "gauge", "Requests being decoded", active_);
+    header(out, "specdec_kv_tokens", "gauge", "KV cache positions committed, all sequences (0 when idle)");
+    out += "specdec_kv_tokens{cache=\"target\"} " + std::to_string(kv_target_) + "\n";
+    out += "specdec_kv_tokens{cache=\"draft\"} " + std::to_string(kv_draft_) + "\n";
+    header(out, "specdec_kv_resident_bytes", "gauge",
+           "KV cache bytes in RAM (pages written at least once; never given back)");
+    out += "specdec_kv_resident_bytes{cache=\"target\"} " + std::to_string(kv_resident_target_) + "\n";
+    out += "specdec_kv_resident_bytes{cache=\"draft\"} " + std::to_string(kv_resident_draft_) + "\n";
     latency_.render(out, "specdec_request_latency_seconds", "End-to-end generation latency");
     ttft_.render(out, "specdec_time_to_first_token_seconds", "Time from arrival to the first generated token");
     step_.render(out, "specdec_decode_step_seconds", "Duration of one batched decode step");

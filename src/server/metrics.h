@@ -64,6 +64,12 @@ public:
     // and its predicted against the measured seconds of those rounds.
     void record_auto(int none, int lookup, int draft, double predicted_s, double measured_s);
     void set_queue_depth(int waiting, int active);
+    // KV positions committed over all sequences of the target and draft caches
+    // (0 when idle: a finished request frees its sequences).
+    void set_kv_tokens(int target, int draft);
+    // Bytes of the two KV caches in RAM (kv::KvCache::resident_bytes): they
+    // only grow, as a load writes slots no request wrote before.
+    void set_kv_resident_bytes(size_t target, size_t draft);
 
     // Prometheus text; `now` decides the tokens/s window.
     std::string render() const;
@@ -77,6 +83,8 @@ private:
     double decode_seconds_ = 0, prefill_seconds_ = 0;
     uint64_t prefill_tokens_ = 0;
     int queue_depth_ = 0, active_ = 0;
+    int kv_target_ = 0, kv_draft_ = 0;
+    size_t kv_resident_target_ = 0, kv_resident_draft_ = 0;
     struct MethodCounts {
         uint64_t rows = 0, tokens = 0, decode_tokens = 0, drafted = 0, accepted = 0;
         uint64_t lookup_rows = 0, lookup_accepted = 0;

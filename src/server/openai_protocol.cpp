@@ -251,12 +251,21 @@ ParsedRequest parse_request(Endpoint ep, std::string_view body_text, const Serve
         parse_prompt(body, r.gen);
 
     // max_completion_tokens is the newer name; it wins when both are sent.
-    bool given = false;
+    bool given = false, newer = false;
     int64_t mt = get_int(body, "max_tokens", 1, 1 << 20, 0, &given);
-    mt = get_int(body, "max_completion_tokens", 1, 1 << 20, mt, &given);
-    r.max_tokens_given = given;
-    // OpenAI's defaults: completions stop at 16 tokens, chat runs to the context.
-    r.gen.max_tokens = given ? (int)mt : (ep == Endpoint::Completion ? 16 : 0);
+    mt = get_int(body, "max_completion_tokens", 1, 1 << 20, mt, &newer);
+    r.max_tokens_given = given || newer;
+    const int cap = info.max_tokens;
+    if (r.max_tokens_given && cap > 0 && mt > cap) {
+        const char* key = newer ? "max_completion_tokens" : "max_tokens";
+        throw bad("'" + std::string(key) + "' is " + std::to_string(mt) + ", more than this server's limit of " +
+                      std::to_string(cap) + " (--max-tokens)",
+                  key, "invalid_value");
+    }
+    // OpenAI's defaults: completions stop at 16 tokens, chat runs to the
+    // context; the server's cap, if any, bounds both.
+    const int dflt = ep == Endpoint::Completion ? (cap > 0 ? std::min(16, cap) : 16) : cap;
+    r.gen.max_tokens = r.max_tokens_given ? (int)mt : dflt;
 
     auto& sp = r.gen.sampling;
     sp.temperature = (float)get_number(body, "temperature", 0.0, 2.0, 1.0);

@@ -49,6 +49,10 @@ struct ServerInfo {
     // times, so a seed would not reproduce a text under it (ar does).
     std::string default_sampled_method = "ar";
     int n_ctx = 0;                              // context of each sequence (tokens)
+    // --max-tokens: a request asking for more completion tokens is refused
+    // (400); one naming none gets this as its limit (completions: OpenAI's 16
+    // if that is less). 0: no cap (the context is the limit).
+    int max_tokens = 0;
 };
 
 struct ParsedRequest {
@@ -62,8 +66,8 @@ struct ParsedRequest {
 };
 
 // Parses and validates a request body. Throws ApiError (400) naming the
-// offending field. Leaves max_tokens at 0 when the client gave none (the
-// scheduler fills in what the context allows).
+// offending field. Leaves max_tokens at 0 when the client gave none and the
+// server has no cap (the scheduler fills in what the context allows).
 ParsedRequest parse_request(Endpoint ep, std::string_view body, const ServerInfo& info);
 
 // Checks an Authorization header value against the key ("" key: no check).

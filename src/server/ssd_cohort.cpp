@@ -4,6 +4,7 @@
 // batch is empty, then the batch resumes.
 #include <algorithm>
 #include <exception>
+#include <optional>
 
 #include "core/error.h"
 #include "sched/ssd_scheduler.h"
@@ -33,13 +34,9 @@ struct Member {
     Clock::time_point first_token{};
     bool started = false;  // got its first token (prefill done)
     bool ended = false;    // the stop checker, the context or a cancellation ended it
+    std::optional<JobEvent> failure;  // ended by the request timeout or the shutdown
 };
 }  // namespace
-
-bool BatchScheduler::stopping() const {
-    std::lock_guard lk(mu_);
-    return stopping_;
-}
 
 std::vector<std::unique_ptr<Job>> BatchScheduler::take_ssd_cohort() {
     const auto k_of = [&](const Job& j) { return j.draft_k > 0 ? j.draft_k : opts_.ssd.k; };
@@ -67,7 +64,7 @@ void BatchScheduler::run_ssd_cohort(std::vector<std::unique_ptr<Job>> jobs) {
             continue;
         }
         if (!draft_) {  // parse_request refuses ssd without a draft; never reached
-            j->channel->push({JobEvent::Failed, "", "", 0, 0, 400, "ssd needs a draft model"});
+            j->channel->push(JobEvent::failure(400, "ssd needs a draft model", "draft_model_required"));
             continue;
         }
         Member x;
@@ -92,15 +89,20 @@ void BatchScheduler::run_ssd_cohort(std::vector<std::unique_ptr<Job>> jobs) {
     const sched::DraftContext dc{&draft_->model(), &draft_->cache(), draft_->options().prefill_chunk};
 
     // Called on this thread as tokens are verified. Returning true ends that
-    // sequence: its stop checker ended it, its client went away, or the
-    // server is stopping (the others keep going).
+    // sequence: its stop checker ended it, its client went away, it ran out
+    // of time, or the shutdown's deadline passed (the others keep going).
     const auto on_token = [&](int i, int32_t tok) {
         Member& x = m[i];
+        const auto now = Clock::now();
         if (!x.started) {
             x.started = true;
-            x.first_token = Clock::now();
+            x.first_token = now;
         }
-        if (x.job->channel->cancelled() || stopping()) {
+        if (timed_out(*x.job, now))
+            x.failure = timeout_failure();
+        else if (stop_now())
+            x.failure = shutdown_failure();
+        if (x.failure || x.job->channel->cancelled()) {
             x.ended = true;
             return true;
         }
@@ -129,17 +131,20 @@ void BatchScheduler::run_ssd_cohort(std::vector<std::unique_ptr<Job>> jobs) {
     for (int s = 0; s < B; ++s) engine_.cache().clear(s);
     for (int s = 0; s < draft_->cache().n_seq(); ++s) draft_->cache().clear(s);
 
-    const bool shutting_down = stopping();
+    const bool shutdown = shutting_down();
     const auto now = Clock::now();
     int tokens = 0;
     for (Member& x : m) {
         const int n_gen = (int)x.stop->tokens().size();
         tokens += n_gen;
         if (!error.empty()) {
-            x.job->channel->push({JobEvent::Failed, "", "", 0, 0, 500, error});
-        } else if (shutting_down && !x.job->channel->cancelled()) {
-            x.job->channel->push({JobEvent::Failed, "", "", 0, 0, 503, "server is shutting down"});
-        } else if (!x.job->channel->cancelled()) {
+            x.job->channel->push(JobEvent::failure(500, error, "decode_failed"));
+        } else if (x.job->channel->cancelled()) {
+            // Its client went away: nothing to answer.
+        } else if (x.failure) {
+            if (x.failure->status == 503) cancelled_.push_back(x.job->id);
+            x.job->channel->push(std::move(*x.failure));
+        } else {
             JobEvent ev;
             ev.kind = JobEvent::Done;
             ev.text = x.stop->take_remaining();
@@ -147,6 +152,7 @@ void BatchScheduler::run_ssd_cohort(std::vector<std::unique_ptr<Job>> jobs) {
             ev.n_prompt = (int)x.job->prompt.size();
             ev.n_generated = n_gen;
             x.job->channel->push(std::move(ev));
+            if (shutdown) finished_.push_back(x.job->id);
         }
         const double ttft = x.started ? secs(x.job->arrived, x.first_token) : -1.0;
         metrics_.record_generation(secs(x.job->arrived, now), ttft, (int)x.job->prompt.size(), n_gen);

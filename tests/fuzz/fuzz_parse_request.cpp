@@ -35,6 +35,7 @@ std::vector<ServerInfo> make_infos() {
     no_draft.model_aliases = {};
     no_draft.available_methods = {"ar", "auto", "ngram"};
     no_draft.default_method = "auto";
+    no_draft.max_tokens = 4096;  // cmd_serve's --max-tokens default
     v.push_back(no_draft);
 
     ServerInfo draft = no_draft;  // ... and with one
@@ -46,6 +47,7 @@ std::vector<ServerInfo> make_infos() {
     ServerInfo odd = plain;  // an empty model id: any "model" but "" is unknown
     odd.model_id = "";
     odd.model_aliases = {"a", "b"};
+    odd.max_tokens = 8;  // a cap below the completions default
     v.push_back(odd);
     return v;
 }
@@ -70,10 +72,11 @@ void check_parsed(const ParsedRequest& r, Endpoint ep, const ServerInfo& info) {
     } else {
         FUZZ_CHECK(r.gen.messages.empty());
     }
+    const int cap = info.max_tokens;  // --max-tokens: more is refused, none gets the cap
     if (r.max_tokens_given) {
-        FUZZ_CHECK(r.gen.max_tokens >= 1 && r.gen.max_tokens <= (1 << 20));
+        FUZZ_CHECK(r.gen.max_tokens >= 1 && r.gen.max_tokens <= (cap > 0 ? cap : (1 << 20)));
     } else {
-        FUZZ_CHECK(r.gen.max_tokens == (ep == Endpoint::Completion ? 16 : 0));
+        FUZZ_CHECK(r.gen.max_tokens == (ep == Endpoint::Completion ? (cap > 0 ? std::min(16, cap) : 16) : cap));
     }
     const auto& sp = r.gen.sampling;
     FUZZ_CHECK(sp.temperature >= 0.0f && sp.temperature <= 2.0f);

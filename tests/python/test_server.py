@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -729,3 +730,129 @@ def test_serve_draft_layers_list_and_auto(tmp_path):
         out = subprocess.run([str(BIN), "serve", "-m", str(bare), "--port", "0", "--draft-layers", layers,
                               "--method", "chain"], capture_output=True, text=True, timeout=60)
         assert out.returncode != 0 and needle in out.stderr, (layers, out.stderr)
+
+
+# --- limits of a public server: body size, max_tokens cap, request timeout, SIGTERM ---
+
+def raw_exchange(port: int, raw: bytes, timeout: float = 30) -> bytes:
+    """Sends raw bytes, returns everything until the server closes or the answer's body is in."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(raw)
+        got = b""
+        while True:
+            head, sep, rest = got.partition(b"\r\n\r\n")
+            if sep:
+                length = [int(l.split(b":")[1]) for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")]
+                if length and len(rest) >= length[0]:
+                    return got
+            chunk = s.recv(65536)
+            if not chunk:
+                return got
+            got += chunk
+
+
+def test_limits_body_size_and_max_tokens_cap():
+    s = Server("--max-body-mb", "1", "--max-tokens", "32", "--max-batch", "2", api_key=None)
+    try:
+        chat = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
+        big = json.dumps({**chat, "messages": [{"role": "user", "content": "a" * (1 << 20)}]}).encode()
+        st, err = error_of(s.request("POST", "/v1/chat/completions", big))
+        assert st == 413 and err["code"] == "payload_too_large" and "--max-body-mb" in err["message"]
+        # Chunked: no Content-Length to check up front; the same limit applies while reading.
+        chunks = b"".join(b"%x\r\n" % len(big[i:i + 65536]) + big[i:i + 65536] + b"\r\n"
+                          for i in range(0, len(big), 65536)) + b"0\r\n\r\n"
+        got = raw_exchange(s.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                                   b"\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks)
+        assert got.startswith(b"HTTP/1.1 413") and b"payload_too_large" in got, got[:300]
+        # A chunked body within the limit is served.
+        small = json.dumps({**chat, "max_tokens": 2}).encode()
+        got = raw_exchange(s.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                                   b"\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                                   + b"%x\r\n" % len(small) + small + b"\r\n0\r\n\r\n")
+        assert got.startswith(b"HTTP/1.1 200"), got[:300]
+        # max_tokens over the cap: 400 naming the field; at the cap: served.
+        for key in ["max_tokens", "max_completion_tokens"]:
+            st, err = error_of(s.request("POST", "/v1/chat/completions", json.dumps({**chat, key: 33})))
+            assert st == 400 and err["param"] == key and "--max-tokens" in err["message"], err
+        r = s.client().chat.completions.create(model=MODEL, messages=chat["messages"], max_tokens=32, temperature=0)
+        assert r.usage.completion_tokens <= 32
+        # None given: the cap is the limit.
+        r = s.client().chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Tell a story."}],
+                                               temperature=0)
+        assert r.usage.completion_tokens <= 32
+        assert 'status="413"' in s.metrics()
+    finally:
+        s.stop()
+
+
+def test_limits_request_timeout():
+    """A request running past --request-timeout ends with a clear error: 504 for
+    a plain answer, an error event for a stream; the server goes on."""
+    s = Server("--request-timeout", "0.5", "--max-batch", "2", api_key=None)
+    try:
+        body = {"model": MODEL, "prompt": "Count from one to one thousand: one, two, three,", "max_tokens": 400,
+                "temperature": 0}
+        t0 = time.monotonic()
+        st, err = error_of(s.request("POST", "/v1/completions", json.dumps(body)))
+        assert st == 504 and err["code"] == "request_timeout" and "--request-timeout" in err["message"], err
+        assert time.monotonic() - t0 < 10
+        c = s.client()
+        events = list(c.completions.create(model=MODEL, prompt=body["prompt"], max_tokens=400, temperature=0,
+                                           stream=True))
+        pytest.fail(f"the stream ran to its end ({len(events)} events)")
+    except openai.APIError as e:
+        # The openai client raises on an SSE error event.
+        assert "--request-timeout" in str(e), e
+    finally:
+        s.stop()
+    assert s.proc.returncode == 0
+
+
+def test_sigterm_finishes_or_cancels_and_reports():
+    """SIGTERM with two streams running and one waiting: the waiting one gets a
+    503 error event at once, the running ones finish within --shutdown-grace
+    or are cancelled (503 event); stderr names them by id; exit status 0; a
+    request during the grace gets 503 with Retry-After."""
+    s = Server("--max-batch", "2", "--max-queue", "4", "--shutdown-grace", "1", api_key=None)
+
+    def stream(max_tokens: int) -> tuple[str | None, list]:
+        body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "Tell me a long story."}],
+                           "max_tokens": max_tokens, "temperature": 0, "stream": True})
+        conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=60)
+        conn.request("POST", "/v1/chat/completions", body=body, headers={"Content-Type": "application/json"})
+        r = conn.getresponse()
+        assert r.status == 200
+        events = [json.loads(l[6:]) for l in r.read().decode().split("\n\n") if l.startswith("data: {")]
+        conn.close()
+        return (events[0].get("id") if events else None), events
+
+    try:
+        with ThreadPoolExecutor(3) as ex:
+            futs = [ex.submit(stream, 400) for _ in range(3)]
+            deadline = time.time() + 30
+            while time.time() < deadline:
+                m = s.metrics()
+                if "specdec_active_sequences 2" in m and "specdec_queue_depth 1" in m:
+                    break
+                time.sleep(0.05)
+            s.proc.send_signal(signal.SIGTERM)
+            time.sleep(0.2)
+            conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=10)
+            conn.request("GET", "/health")
+            r = conn.getresponse()
+            assert r.status == 503 and r.getheader("Retry-After") == "1"
+            assert json.loads(r.read())["error"]["code"] == "shutting_down"
+            conn.close()
+            results = [f.result(timeout=60) for f in futs]
+        assert s.proc.wait(timeout=30) == 0
+        s.log.seek(0)
+        log = s.log.read()
+        report = next(l for l in log.splitlines() if "specdec serve: shutdown:" in l)
+        cancelled = [rid for rid, evs in results if any("error" in e for e in evs)]
+        for rid, evs in results:
+            errs = [e["error"] for e in evs if "error" in e]
+            assert not errs or errs[0]["code"] == "shutting_down", errs
+            assert rid and rid in report, (rid, report)
+        assert len(cancelled) >= 1 and "1 waiting cancelled" in report, report
+    finally:
+        s.stop()

@@ -78,3 +78,25 @@ TEST(KvCache, CopySequenceAndErrors) {
     c.set_pos(0, 5, 9);
     EXPECT_THROW(c.commit_length(0, 1), Error);    // wrong position at slot
 }
+
+// The server tells its KV pages from its heap by this: a fresh cache holds
+// (almost) nothing in RAM, written slots do, and clearing does not give them back.
+TEST(KvCache, ResidentBytesCountWrittenPagesOnly) {
+    kv::KvCacheOptions o;
+    o.n_layer = 4;
+    o.kv_dim = 256;  // a slot is 512 bytes per layer, a (layer, seq) block 512 KiB
+    o.n_ctx = 1024;
+    o.n_seq = 4;
+    kv::KvCache c(o);
+    ASSERT_EQ(c.bytes(), 16u << 20);
+    const size_t page = 4096;
+    // At most the pages the buffers share with the allocator's own header and neighbours.
+    EXPECT_LE(c.resident_bytes(), 4 * page);
+    const size_t fresh = c.resident_bytes();
+    for (int s = 0; s < 64; ++s) write_slot(c, 1, s, 7);  // 64 slots x 512 B = 8 pages per layer, K and V
+    const size_t written = c.resident_bytes() - fresh;
+    EXPECT_GE(written, 2u * 4 * 8 * page);
+    EXPECT_LE(written, 2u * 4 * 9 * page);
+    c.clear(1);
+    EXPECT_EQ(c.resident_bytes() - fresh, written);
+}

@@ -1,7 +1,8 @@
 // The httplib glue of `specdec serve` (src/server/http_support.h) against a
 // real httplib::Server on a loopback port: the growing worker pool, finding a
 // request's socket and noticing its client hang up, SSE that stays
-// uncompressed, and the OpenAI shape of httplib's own errors. No model.
+// uncompressed, the body size limit (stated length and chunked), and the
+// OpenAI shape of httplib's own errors. No model.
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
@@ -11,11 +12,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "server/http_support.h"
+#include "server/openai_protocol.h"
 
 using namespace specdec::server;
 using namespace std::chrono_literals;
@@ -155,4 +159,81 @@ TEST(ServerHttp, OpenAiShapeForHttplibErrors) {
     }
     EXPECT_EQ(nlohmann::json::parse(http_error_json(413))["error"]["code"], "payload_too_large");
     EXPECT_EQ(nlohmann::json::parse(http_error_json(500))["error"]["type"], "server_error");
+}
+
+namespace {
+
+// A body reader with a 1000-byte limit behind POST /body: "ok <size>", or the
+// ApiError's status and code.
+struct BodyServer : LiveServer {
+    BodyServer() {
+        http.set_payload_max_length(1000);  // as cmd_serve: the same limit for a stated Content-Length
+        http.set_read_timeout(1);
+        http.Post("/body", [](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& rd) {
+            try {
+                const std::string body = read_body(req, rd, res, 1000);
+                res.set_content("ok " + std::to_string(body.size()), "text/plain");
+            } catch (const ApiError& e) {
+                res.status = e.status;
+                res.set_content(e.code, "text/plain");
+            }
+        });
+        start();
+    }
+    // Sends `raw`, returns what comes back until the answer's body ends (or 5 s).
+    std::string exchange(const std::string& raw, const std::string& until) {
+        const int c = connect_to(port);
+        if (c < 0) return "no connection";
+        ::send(c, raw.data(), raw.size(), MSG_NOSIGNAL);
+        std::string got = recv_until(c, until);
+        ::close(c);
+        return got;
+    }
+};
+
+std::string post(const std::string& headers, const std::string& body) {
+    return "POST /body HTTP/1.1\r\nHost: x\r\n" + headers + "\r\n" + body;
+}
+
+std::string chunked(const std::vector<size_t>& sizes) {
+    std::string s;
+    for (size_t n : sizes) {
+        char len[16];
+        std::snprintf(len, sizeof len, "%zx\r\n", n);
+        s += len + std::string(n, 'a') + "\r\n";
+    }
+    return s + "0\r\n\r\n";
+}
+
+}  // namespace
+
+TEST(ServerHttp, BodyLimitAppliesToStatedAndChunkedLengths) {
+    BodyServer s;
+    // Within the limit, stated or chunked.
+    EXPECT_NE(s.exchange(post("Content-Length: 1000\r\n", std::string(1000, 'a')), "ok 1000").find("ok 1000"),
+              std::string::npos);
+    EXPECT_NE(s.exchange(post("Transfer-Encoding: chunked\r\n", chunked({400, 400})), "ok 800").find("ok 800"),
+              std::string::npos);
+    // Over it: 413, asking the client to close.
+    for (const std::string& raw : {post("Content-Length: 1001\r\n", std::string(1001, 'a')),
+                                   post("Transfer-Encoding: chunked\r\n", chunked({400, 400, 400}))}) {
+        const std::string got = s.exchange(raw, "payload_too_large");
+        EXPECT_NE(got.find("HTTP/1.1 413"), std::string::npos) << got;
+        EXPECT_NE(got.find("payload_too_large"), std::string::npos) << got;
+        EXPECT_NE(got.find("Connection: close"), std::string::npos) << got;
+    }
+}
+
+TEST(ServerHttp, StalledBodyAndMultipartAreClearErrors) {
+    BodyServer s;
+    // 10 bytes of 100, then silence: 400 after the 1 s read timeout, not a held thread.
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string got = s.exchange(post("Content-Length: 100\r\n", std::string(10, 'a')), "incomplete_body");
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_NE(got.find("HTTP/1.1 400"), std::string::npos) << got;
+    EXPECT_NE(got.find("incomplete_body"), std::string::npos) << got;
+    EXPECT_LT(took, 4.0);
+    const std::string mp = s.exchange(
+        post("Content-Type: multipart/form-data; boundary=xx\r\nContent-Length: 4\r\n", "--xx"), "unsupported");
+    EXPECT_NE(mp.find("HTTP/1.1 415"), std::string::npos) << mp;
 }

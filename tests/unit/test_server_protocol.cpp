@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "server/metrics.h"
 #include "server/openai_protocol.h"
@@ -79,6 +82,45 @@ TEST(ServerProtocol, MaxCompletionTokensWins) {
               9);
     EXPECT_EQ(chat(R"({"messages":[{"role":"user","content":"x"}],"max_completion_tokens":3})").gen.max_tokens, 3);
     EXPECT_EQ(chat(R"({"messages":[{"role":"user","content":"x"}],"max_tokens":4.0})").gen.max_tokens, 4);
+}
+
+TEST(ServerProtocol, MaxTokensCap) {
+    ServerInfo capped = info();
+    capped.max_tokens = 100;
+    const auto parse = [&](Endpoint ep, const std::string& b) { return parse_request(ep, b, capped); };
+    const std::string m = R"("messages":[{"role":"user","content":"x"}])";
+    // At the cap: accepted as asked.
+    EXPECT_EQ(parse(Endpoint::Chat, "{" + m + R"(,"max_tokens":100})").gen.max_tokens, 100);
+    // None given: chat gets the cap, completions OpenAI's 16.
+    EXPECT_EQ(parse(Endpoint::Chat, "{" + m + "}").gen.max_tokens, 100);
+    EXPECT_FALSE(parse(Endpoint::Chat, "{" + m + "}").max_tokens_given);
+    EXPECT_EQ(parse(Endpoint::Completion, R"({"prompt":"x"})").gen.max_tokens, 16);
+    capped.max_tokens = 8;  // a cap below 16 bounds the completions default too
+    EXPECT_EQ(parse(Endpoint::Completion, R"({"prompt":"x"})").gen.max_tokens, 8);
+    capped.max_tokens = 100;
+    // Over the cap: 400 naming the field that asked (the newer name wins when both are sent).
+    for (const auto& [body, param] : std::vector<std::pair<std::string, std::string>>{
+             {"{" + m + R"(,"max_tokens":101})", "max_tokens"},
+             {"{" + m + R"(,"max_completion_tokens":5000})", "max_completion_tokens"},
+             {"{" + m + R"(,"max_tokens":5,"max_completion_tokens":101})", "max_completion_tokens"}}) {
+        try {
+            parse(Endpoint::Chat, body);
+            ADD_FAILURE() << "accepted: " << body;
+        } catch (const ApiError& e) {
+            EXPECT_EQ(e.status, 400) << body;
+            EXPECT_EQ(e.param, param) << body;
+            EXPECT_EQ(e.code, "invalid_value") << body;
+            EXPECT_NE(e.message.find("--max-tokens"), std::string::npos) << e.message;
+        }
+    }
+    EXPECT_EQ(parse(Endpoint::Chat, "{" + m + R"(,"max_tokens":5000,"max_completion_tokens":50})").gen.max_tokens,
+              50);
+    try {
+        parse(Endpoint::Completion, R"({"prompt":"x","max_tokens":101})");
+        ADD_FAILURE() << "completion over the cap accepted";
+    } catch (const ApiError& e) {
+        EXPECT_EQ(e.status, 400);
+    }
 }
 
 TEST(ServerProtocol, RejectsMalformedJson) {
@@ -220,6 +262,8 @@ TEST(ServerMetrics, PrometheusText) {
     m.record_decode_step(4, 4, 0.02);
     m.record_generation(1.5, 0.1, 10, 5);
     m.set_queue_depth(3, 2);
+    m.set_kv_tokens(120, 0);
+    m.set_kv_resident_bytes(8192, 0);
     // Per method: a first token, then two rounds of 3 and 5 tokens (tau 4).
     m.record_method_tokens("chain", 0, 1, 0, 0);
     m.record_method_tokens("chain", 1, 3, 4, 2);
@@ -243,6 +287,9 @@ TEST(ServerMetrics, PrometheusText) {
     EXPECT_NE(s.find("specdec_mean_accept_length 1"), std::string::npos);
     EXPECT_NE(s.find("specdec_ssd_hit_rate 0"), std::string::npos);
     EXPECT_NE(s.find("specdec_queue_depth 3"), std::string::npos);
+    EXPECT_NE(s.find("specdec_kv_tokens{cache=\"target\"} 120\n"), std::string::npos);
+    EXPECT_NE(s.find("specdec_kv_tokens{cache=\"draft\"} 0\n"), std::string::npos);
+    EXPECT_NE(s.find("specdec_kv_resident_bytes{cache=\"target\"} 8192\n"), std::string::npos);
     EXPECT_NE(s.find("specdec_request_latency_seconds_bucket{le=\"2.5\"} 1"), std::string::npos);
     EXPECT_NE(s.find("specdec_request_latency_seconds_bucket{le=\"1\"} 0"), std::string::npos);
     EXPECT_NE(s.find("specdec_request_latency_seconds_count 1"), std::string::npos);
