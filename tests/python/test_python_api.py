@@ -68,7 +68,7 @@ def run_py(py: Path, body: str, timeout: int = 300) -> dict:
     # Model names resolve through the manifest, as the CLI's do ($SPECDEC_MODELS_DIR).
     env = dict(os.environ, SPECDEC_MODELS_DIR=str(MODELS_DIR))
     r = subprocess.run([str(py), "-c", script], capture_output=True, text=True, timeout=timeout, env=env,
-                       cwd=Path(os.environ.get("TMPDIR", "/tmp")))
+                       cwd=py.parent.parent)  # the venv's folder: outside the source tree
     assert r.returncode == 0, r.stderr[-4000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 
