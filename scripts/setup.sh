@@ -57,12 +57,23 @@ if [ ! -x .venv/bin/python ] || [ "$(cat "$py_stamp" 2>/dev/null)" != "$py_versi
   "$BASE_PY" -m venv .venv
   echo "$py_version" > "$py_stamp"
 fi
+# llama-cpp-python's ggml is built for this CPU (-march=native), but without
+# its AMX matmul: on a Xeon with AMX-INT8 (an "Intel Xeon Processor" VM with
+# avx512_fp16 and amx_int8, 2026-12-02) ggml_backend_amx_mul_mat of 0.3.36
+# segfaulted on the first decode of every packaged model, although AMX itself
+# works there (a tile dot-product probe ran). The explicit -mno-amx-* flags win
+# over -march=native in GCC whatever their order. The tests' parity with ggml
+# is with its vec_dot kernels anyway, which this leaves as they are.
+llama_cmake_args='-DCMAKE_C_FLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" -DCMAKE_CXX_FLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"'
 if [ "$mode" = test ]; then
-  want=$( (cat tools/requirements.txt; echo "$py_version") | sha256sum | cut -d' ' -f1)
+  want=$( (cat tools/requirements.txt; echo "$py_version"; echo "$llama_cmake_args") | sha256sum | cut -d' ' -f1)
   if [ "$(cat "$req_stamp" 2>/dev/null)" != "$want" ]; then
     echo "[setup] installing tools/requirements.txt into .venv (llama-cpp-python builds from source: several minutes)" >&2
     .venv/bin/pip install -q --upgrade pip >/dev/null
-    CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) .venv/bin/pip install -q -r tools/requirements.txt
+    # Uninstalled first and built without pip's wheel cache: a wheel built
+    # before with other CMake flags must not be reused.
+    .venv/bin/pip uninstall -q -y llama-cpp-python >/dev/null 2>&1 || true
+    CMAKE_ARGS="$llama_cmake_args" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) .venv/bin/pip install -q --no-cache-dir -r tools/requirements.txt
     echo "$want" > "$req_stamp"
   fi
 fi

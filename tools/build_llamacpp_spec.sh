@@ -3,7 +3,8 @@
 # (llama-speculative-simple) from the llama.cpp that llama-cpp-python vendors,
 # i.e. the same llama.cpp version as the AR and prompt-lookup baselines of
 # `specdec bench --llamacpp`. CPU only, Release, -march=native (ggml's default,
-# as pip's build of llama-cpp-python), OpenMP as found.
+# as pip's build of llama-cpp-python), without ggml's AMX matmul (it segfaulted
+# on an AMX Xeon: scripts/setup.sh says more), OpenMP as found.
 #
 #   tools/build_llamacpp_spec.sh [OUT_DIR]     (default build/llamacpp-spec)
 #
@@ -34,7 +35,7 @@ SHA=${SDIST_SHA256[$VERSION]:-}
 
 STAMP="$OUT/.stamp"
 BIN="$OUT/bin/$TARGET"
-if [ -x "$BIN" ] && [ "$(cat "$STAMP" 2>/dev/null)" = "$VERSION $SHA" ]; then
+if [ -x "$BIN" ] && [ "$(cat "$STAMP" 2>/dev/null)" = "$VERSION $SHA no-amx" ]; then
   echo "$BIN"
   exit 0
 fi
@@ -73,6 +74,7 @@ LOG="$OUT/build.log"
 mkdir -p "$OUT"
 echo "[build_llamacpp_spec] building $TARGET (several minutes; log: $LOG)" >&2
 if ! { cmake -S "$LLAMA" -B "$OUT/cmake" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF \
+         -DCMAKE_C_FLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" -DCMAKE_CXX_FLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" \
          -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
          -DLLAMA_BUILD_EXAMPLES=ON -DGGML_CCACHE=OFF &&
        cmake --build "$OUT/cmake" --target "$TARGET" -j "${JOBS:-$(nproc)}"; } > "$LOG" 2>&1; then
@@ -82,5 +84,5 @@ if ! { cmake -S "$LLAMA" -B "$OUT/cmake" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release 
 fi
 mkdir -p "$OUT/bin"
 cp "$OUT/cmake/bin/$TARGET" "$BIN"
-echo "$VERSION $SHA" > "$STAMP"
+echo "$VERSION $SHA no-amx" > "$STAMP"
 echo "$BIN"
