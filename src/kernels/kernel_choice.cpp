@@ -1,6 +1,9 @@
 // Kernel choice by measurement: see kernel_choice.h for why and what is exact.
 #include "kernels/kernel_choice.h"
 
+#include <cpuid.h>
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <mutex>
@@ -17,11 +20,38 @@ namespace {
 constexpr int64_t kProbeRows[kRowBuckets] = {1, 2, 4, 8, 16, 32};
 constexpr const char* kBucketNames[kRowBuckets] = {"1", "2", "3-4", "5-8", "9-16", "17+"};
 
-// Calibration matrix: twice this machine kind's 32 MiB last-level cache, so
-// the 1- and 2-row timings stream from memory as decode does.
+// Calibration matrix: 64 MiB, flushed from the caches before every timed
+// call, so the 1- and 2-row timings stream from memory as decode does. (Its
+// size alone did not ensure that: an Intel Xeon VM of this kind has a 480 MiB
+// L3, where the 64 MiB stayed cached and the 1-row choice was the in-cache
+// winner, the AVX-512 tile, which decoded qwen 1.5B 20 % slower from DRAM
+// than the AVX2 one.)
 constexpr size_t kCalibWeightBytes = (size_t)64 << 20;
 constexpr int64_t kCalibNIn = 2048;
-constexpr int kCalibReps = 3;
+// Levels alternate within each repetition and the best of kCalibReps counts:
+// with other processes on a 2-core machine, timing one level's repetitions
+// after the other's let a burst of load decide the choice (the same binary
+// picked AVX-512 for 1 row in one run and AVX2 in the next).
+constexpr int kCalibReps = 5;
+
+// Evicts [p, p + n) from every cache level. clflushopt where the CPU has it:
+// on the Xeon VM it flushed 64 MiB in ~5 ms against ~60 ms for clflush (which
+// is baseline x86-64, the fallback), and the flushes were most of the
+// calibration's time.
+__attribute__((target("clflushopt"))) void flush_opt(const uint8_t* p, size_t n) {
+    for (size_t i = 0; i < n; i += 64) _mm_clflushopt(const_cast<uint8_t*>(p + i));
+    _mm_sfence();
+}
+bool cpu_has_clflushopt() {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 23)) != 0;
+}
+void flush_from_caches(const uint8_t* p, size_t n) {
+    static const bool opt = cpu_has_clflushopt();
+    if (opt) return flush_opt(p, n);
+    for (size_t i = 0; i < n; i += 64) _mm_clflush(p + i);
+    _mm_mfence();
+}
 
 TileFn level_tile(Isa level, TensorType t) {
     const KernelTable* k = kernel_table(level);
@@ -73,20 +103,25 @@ std::vector<std::array<double, kRowBuckets>> calibrate(TensorType t, const std::
     std::vector<std::array<double, kRowBuckets>> ns(levels.size());
     for (int b = 0; b < kRowBuckets; ++b) {
         const int64_t nt = kProbeRows[b];
-        // About the same work at every bucket: all rows for 1 and 2 activation
-        // rows (memory-bound, as decode), fewer as the rows multiply.
-        const int64_t nr = std::max<int64_t>(64, std::min(n_rows, n_rows * 2 / nt)) & ~(int64_t)1;
+        // 1 and 2 activation rows stream the whole flushed matrix (memory-
+        // bound, as decode); from 4 rows on the kernels are compute-bound and
+        // an eighth of the rows, warm in cache, times them as well at a
+        // fraction of the cost.
+        const bool from_memory = nt <= 2;
+        const int64_t nr = from_memory ? n_rows & ~(int64_t)1
+                                       : std::max<int64_t>(64, n_rows / 8) & ~(int64_t)1;
         if (y.size() < (size_t)(nr * nt)) y.resize((size_t)(nr * nt));
-        for (size_t li = 0; li < levels.size(); ++li) {
-            const TileFn f = level_tile(levels[li], t);
-            double best = 1e30;
-            for (int rep = 0; rep < kCalibReps; ++rep) {
+        std::vector<double> best(levels.size(), 1e30);
+        for (int rep = 0; rep < kCalibReps; ++rep) {
+            for (size_t li = 0; li < levels.size(); ++li) {
+                const TileFn f = level_tile(levels[li], t);
+                if (from_memory) flush_from_caches(w.p, row_bytes * (size_t)nr);
                 const double t0 = now_s();
                 f(kCalibNIn, w.p, row_bytes, nr, a.p, a_stride, nt, y.data(), nr);
-                best = std::min(best, now_s() - t0);
+                best[li] = std::min(best[li], now_s() - t0);
             }
-            ns[li][b] = best * 1e9 / (double)(nr * nt);
         }
+        for (size_t li = 0; li < levels.size(); ++li) ns[li][b] = best[li] * 1e9 / (double)(nr * nt);
     }
     return ns;
 }
