@@ -103,13 +103,16 @@ std::vector<std::array<double, kRowBuckets>> calibrate(TensorType t, const std::
     std::vector<std::array<double, kRowBuckets>> ns(levels.size());
     for (int b = 0; b < kRowBuckets; ++b) {
         const int64_t nt = kProbeRows[b];
-        // 1 and 2 activation rows stream the whole flushed matrix (memory-
-        // bound, as decode); from 4 rows on the kernels are compute-bound and
-        // an eighth of the rows, warm in cache, times them as well at a
-        // fraction of the cost.
-        const bool from_memory = nt <= 2;
-        const int64_t nr = from_memory ? n_rows & ~(int64_t)1
-                                       : std::max<int64_t>(64, n_rows / 8) & ~(int64_t)1;
+        // Up to 8 activation rows (decode and verification) the weights stream
+        // from memory in a real forward, so they do here: the whole flushed
+        // matrix for 1-2 rows, half of it for 3-8. (Timed warm, the 4-row
+        // bucket's choice flipped between runs, and the AVX-512 tile it picked
+        // half the time made a 4-row qwen 1.5B forward 1.6x one row against
+        // 1.35-1.47x with AVX2.) From 9 rows on the kernels are compute-bound
+        // and an eighth of the rows, warm in cache, times them as well.
+        const bool from_memory = nt <= 8;
+        const int64_t nr = (nt <= 2 ? n_rows : from_memory ? n_rows / 2 : std::max<int64_t>(64, n_rows / 8)) &
+                           ~(int64_t)1;
         if (y.size() < (size_t)(nr * nt)) y.resize((size_t)(nr * nt));
         std::vector<double> best(levels.size(), 1e30);
         for (int rep = 0; rep < kCalibReps; ++rep) {
