@@ -139,13 +139,10 @@ int cmd_generate(int argc, char** argv) {
     std::string used_model;
     int threads = 0;
     // SSD with `--draft-layers auto` that calibration found slower than AR
-    // decodes with ar, through the engine (the note below says so).
-    std::vector<int> ssd_keep_layers;
+    // decodes with ar, through Engine::generate (the note says so).
     bool ssd_run = ssd_asked;
     if (ssd_asked && self_spec) {
-        const runtime::DraftLayers d = runtime::resolve_draft_layers(draft_layers, model_path);
-        ssd_keep_layers = d.keep_layers;
-        if (d.use_ar) {
+        if (runtime::resolve_draft_layers(draft_layers, model_path).use_ar) {
             std::fprintf(stderr, "note: calibration found no draft depth faster than AR; decoding with ar\n");
             ssd_run = false;
             method = "ar";
@@ -153,13 +150,11 @@ int cmd_generate(int argc, char** argv) {
     }
     if (ssd_run) {
         SsdGenerateOptions so;
-        so.target.model_path = model_path;
-        so.target.n_threads = opts.threads;
-        so.target.n_ctx = opts.ctx;
+        so.engine = opts;
+        so.engine.model = model_path;
+        so.engine.draft = draft_model;
+        so.engine.draft_layers = draft_layers;
         so.target_threads = ssd_target_threads;
-        so.draft_path = self_spec ? model_path : runtime::resolve_model(draft_model);
-        so.keep_layers = ssd_keep_layers;
-        so.self_spec = self_spec;
         so.ssd = ssd;
         SsdGenerateOutput out = generate_ssd(so, req, stream);
         r = std::move(out.result);

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <thread>
 
+#include "core/error.h"
 #include "model/layer_list.h"
+#include "runtime/engine.h"
 #include "sched/ssd_scheduler.h"
 
 namespace specdec::cli {
@@ -17,30 +19,28 @@ SsdGenerateOutput generate_ssd(const SsdGenerateOptions& opts, const GenerateReq
     // specdec bench splits it. Giving the target all T threads plus a draft
     // thread (--ssd-target-threads, more threads than cores) measured slower
     // on the 2-core qwen pair (docs/benchmarks.md).
-    runtime::EngineOptions eopts = opts.target;
-    const int total = eopts.n_threads > 0 ? eopts.n_threads : (int)std::thread::hardware_concurrency();
-    eopts.n_threads = opts.target_threads > 0 ? opts.target_threads : std::max(1, total - ssd.draft_threads);
-    auto engine = runtime::Engine::load(eopts);
-    runtime::EngineOptions dopts = eopts;
-    dopts.model_path = opts.draft_path;
-    dopts.keep_layers = opts.keep_layers;  // validated against the model when it loads
-    dopts.n_ctx = engine->n_ctx();
-    dopts.n_threads = 1;  // the draft worker has its own pool; the engine's stays idle
-    // One scratch sequence slot per cached branch (untouched KV pages cost nothing).
-    dopts.n_seq = 1 + ssd.fanout_budget;
-    auto draft = runtime::Engine::load_draft(*engine, dopts);
+    EngineOptions eopts = opts.engine;
+    const int total = eopts.threads > 0 ? eopts.threads : (int)std::thread::hardware_concurrency();
+    eopts.threads = opts.target_threads > 0 ? opts.target_threads : std::max(1, total - ssd.draft_threads);
+    eopts.draft_branch_slots = ssd.fanout_budget;
+    Engine api(eopts);
+    // Draft layers that calibration found slower than AR load no draft; the
+    // CLI decodes those with ar before it gets here.
+    SPECDEC_CHECK(api.has_draft(), "--method ssd needs a draft model (-d DRAFT) or draft layers");
+    runtime::Engine& engine = api.target_engine();
+    runtime::Engine& draft = *api.draft_engine();
 
     sched::SsdStats sst;
     SsdGenerateOutput out;
     Result& r = out.result;
-    static_cast<GenerateResult&>(r) = sched::generate_ssd(*engine, *draft, req, ssd, &sst, on_text);
+    static_cast<GenerateResult&>(r) = sched::generate_ssd(engine, draft, req, ssd, &sst, on_text);
     r.method = "ssd";
     r.speculative = true;
     r.spec = sst.spec;
-    r.draft_model = dopts.model_path;
-    if (opts.self_spec) r.draft_layers = model::format_layer_list(draft->model().layers_run());
-    out.model_path = eopts.model_path;
-    out.threads = (int)engine->pool().size();
+    r.draft_model = api.draft_path();
+    if (!eopts.draft_layers.empty()) r.draft_layers = model::format_layer_list(draft.model().layers_run());
+    out.model_path = api.model_path();
+    out.threads = api.threads();
 
     nlohmann::json& j = out.ssd_stats;
     j["cache_hit_rate"] = sst.hit_rate();
@@ -71,7 +71,7 @@ SsdGenerateOutput generate_ssd(const SsdGenerateOptions& opts, const GenerateReq
     j["miss_exponent"] = sst.draft.miss_exponent;
     j["tokens_per_round"] = sst.spec.mean_accept_len();
     j["draft_threads"] = ssd.draft_threads;
-    j["target_threads"] = engine->pool().size();
+    j["target_threads"] = engine.pool().size();
     j["draft_nice"] = ssd.draft_nice;
     j["seq_rounds"] = sst.spec.seq_rounds;
     j["emitted"] = sst.spec.emitted;

@@ -1,28 +1,23 @@
-// `specdec generate --method ssd`. SSD does not go through specdec::Engine
-// yet: its draft engine holds one KV sequence per cached branch and the
-// thread budget is split between the target's pool and the draft worker's,
-// both fixed when the engines load, and the public EngineOptions does not
-// describe either. This loads the two engines itself and reports the same
-// specdec::Result the API does, plus SSD's own counters.
+// `specdec generate --method ssd`. SSD loads its models through the public
+// API (specdec::Engine, with a draft sequence slot per cached branch) but is
+// not one of Engine::generate's methods yet: its options (sched::SsdConfig:
+// fan-out, backups, the draft worker's threads and niceness) are not in the
+// public Request, so this runs sched::generate_ssd on the engines underneath
+// and reports the same specdec::Result the API does, plus SSD's own counters.
 #pragma once
 
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "runtime/engine.h"
 #include "sched/ssd_config.h"
-#include "specdec/request.h"
-#include "specdec/result.h"
+#include "specdec/engine.h"
 
 namespace specdec::cli {
 
 struct SsdGenerateOptions {
-    runtime::EngineOptions target;  // n_threads: the -t budget of both sides (0: every core)
-    int target_threads = 0;         // --ssd-target-threads (0: what the draft side leaves)
-    std::string draft_path;         // resolved; the target's own file for self-speculation
-    std::vector<int> keep_layers;   // self-speculation: the layers the draft runs
-    bool self_spec = false;
+    EngineOptions engine;     // threads: the -t budget of both sides (0: every core); a draft or draft layers
+    int target_threads = 0;   // --ssd-target-threads (0: what the draft side leaves)
     sched::SsdConfig ssd;
 };
 

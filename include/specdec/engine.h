@@ -40,6 +40,13 @@ struct EngineOptions {
     std::string draft_layers;
     int threads = 0;  // 0: all cores
     int ctx = 0;      // context size in tokens; 0: min(model's training context, 4096)
+    // Sequences the KV caches hold: generate() uses the first; a frontend
+    // that batches (the HTTP server, specdec bench) decodes up to this many
+    // together on target_engine() and draft_engine().
+    int sequences = 1;
+    // SSD (on the engines underneath): scratch draft sequences per sequence,
+    // one per cached branch (its fan-out budget; KV pages never touched cost nothing).
+    int draft_branch_slots = 0;
 };
 
 class Engine {

@@ -28,12 +28,15 @@ struct Engine::Impl {
 Engine::Engine(const EngineOptions& opts) : impl_(std::make_unique<Impl>()) {
     SPECDEC_CHECK(opts.threads >= 0, "threads must be >= 0 (0: all cores), got ", opts.threads);
     SPECDEC_CHECK(opts.ctx >= 0, "ctx must be >= 0 (0: min(model, 4096)), got ", opts.ctx);
+    SPECDEC_CHECK(opts.sequences >= 1 && opts.draft_branch_slots >= 0, "sequences must be >= 1 and ",
+                  "draft branch slots >= 0, got ", opts.sequences, " and ", opts.draft_branch_slots);
     SPECDEC_CHECK(opts.draft.empty() || opts.draft_layers.empty(),
                   "give either a draft model or self-speculation draft layers, not both");
     runtime::EngineOptions eopts;
     eopts.model_path = runtime::resolve_model(opts.model);
     eopts.n_threads = opts.threads;
     eopts.n_ctx = opts.ctx;
+    eopts.n_seq = opts.sequences;
     // Draft layers are resolved (and an `auto` file read) before the target
     // loads, so a bad list or a missing calibration is reported at once.
     runtime::DraftLayers layers;
@@ -48,7 +51,11 @@ Engine::Engine(const EngineOptions& opts) : impl_(std::make_unique<Impl>()) {
         dopts.model_path = impl_->self_spec ? eopts.model_path : runtime::resolve_model(opts.draft);
         dopts.keep_layers = layers.keep_layers;  // validated against the model when it loads
         dopts.n_ctx = impl_->target->n_ctx();
-        dopts.n_threads = 1;  // the draft runs on the target's pool; its own stays idle
+        // chain/tree: the draft runs on the target's pool (never at the same
+        // time); ssd: on its worker's own pool. The engine's pool stays idle.
+        dopts.n_threads = 1;
+        // Chain and tree use the first `sequences`; SSD each sequence plus its branches.
+        dopts.n_seq = opts.sequences * (1 + opts.draft_branch_slots);
         impl_->draft = runtime::Engine::load_draft(*impl_->target, dopts);
         impl_->draft_path = dopts.model_path;
     }
