@@ -1,22 +1,22 @@
-// specdec generate: one prompt in, text out (plain or one JSON object).
+// specdec generate: one prompt in, text out (plain or one JSON object), through
+// the public API (specdec/engine.h) for every method but ssd (generate_ssd.h).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <thread>
 
 #include "cli_commands.h"
+#include "generate_ssd.h"
 #include "lookup_cli_options.h"
 #include "ssd_cli_options.h"
 #include "core/error.h"
-#include "model/layer_list.h"
 #include "runtime/draft_source.h"
-#include "runtime/engine.h"
 #include "runtime/model_locator.h"
-#include "sched/ssd_scheduler.h"
-#include "sched/sync_scheduler.h"
+#include "sched/generation_stats.h"
+#include "sched/spec_config.h"
+#include "specdec/engine.h"
 
 namespace specdec::cli {
 
@@ -24,8 +24,8 @@ int cmd_generate(int argc, char** argv) {
     CLI::App app{"Generate text from a prompt", "specdec generate"};
     std::string model, prompt, prompt_file, system;
     bool chat = false, json = false, ignore_eos = false;
-    runtime::GenerateRequest req;
-    runtime::EngineOptions eopts;
+    Request req;
+    EngineOptions opts;  // threads and context here; the model and the draft once the method is known
     app.add_option("-m,--model", model, "GGUF file or model name from models/manifest.json (default: the manifest's default)");
     app.add_option("-p,--prompt", prompt, "prompt text");
     app.add_option("-f,--file", prompt_file, "read the prompt from a file")->check(CLI::ExistingFile);
@@ -41,11 +41,11 @@ int cmd_generate(int argc, char** argv) {
     app.add_option("--seed", req.sampling.seed, "random seed");
     app.add_option("--stop", req.stop, "stop string (repeatable)");
     app.add_flag("--ignore-eos", ignore_eos, "do not stop at end-of-generation tokens");
-    app.add_option("-t,--threads", eopts.n_threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
-    app.add_option("-c,--ctx", eopts.n_ctx, "context size in tokens (0 = min(model, 4096))")->check(CLI::NonNegativeNumber);
+    app.add_option("-t,--threads", opts.threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+    app.add_option("-c,--ctx", opts.ctx, "context size in tokens (0 = min(model, 4096))")->check(CLI::NonNegativeNumber);
     app.add_flag("--json", json, "print one JSON object instead of streaming text");
     // Speculative decoding.
-    sched::SpecConfig spec;
+    SpecConfig& spec = req.spec;
     std::string method, draft_model, mode = "performance";
     app.add_option("--method", method,
                    "decoding method: auto (each round the cost model picks a draft chain, a lookup chain or "
@@ -108,12 +108,8 @@ int cmd_generate(int argc, char** argv) {
     } else {
         req.prompt = prompt;
     }
-    eopts.model_path = runtime::resolve_model(model);
-    // Auto's choices depend on measured times, so under sampling a seed would
-    // not reproduce its text from run to run (the output is still exact in
-    // distribution): there the default is AR.
-    if (method.empty()) method = req.sampling.greedy() ? "auto" : "ar";
-    const bool ssd_asked = method == "ssd";  // not a SyncScheduler method
+    if (method.empty()) method = default_method(req.sampling);
+    const bool ssd_asked = method == "ssd";  // not an Engine method (cli/generate_ssd.h)
     spec.method = sched::parse_method(ssd_asked ? "chain" : method);
     ssd_cli.apply(ssd);
     ssd.ngram_min = spec.ngram_min;
@@ -122,55 +118,15 @@ int cmd_generate(int argc, char** argv) {
     ssd.vocab_subset_n = spec.vocab_subset_n;
     ssd.vocab_subset_path = spec.vocab_subset_path;
     ssd.vocab_corpus_path = spec.vocab_corpus_path;
-    if (ssd_asked) {
-        ssd.validate();
-        // The thread layout. -t T (default: every core) is what both sides
-        // share: the draft takes --ssd-draft-threads of it and the target the
-        // rest, as specdec bench splits it. Giving the target all T threads
-        // plus a draft thread (--ssd-target-threads, more threads than cores)
-        // measured slower on the 2-core qwen pair (docs/benchmarks.md).
-        const int total = eopts.n_threads > 0 ? eopts.n_threads : (int)std::thread::hardware_concurrency();
-        eopts.n_threads = ssd_target_threads > 0 ? ssd_target_threads : std::max(1, total - ssd.draft_threads);
-    }
+    if (ssd_asked) ssd.validate();
     spec.mode = sched::parse_mode(mode);
     const bool self_spec = !draft_layers.empty();
     SPECDEC_CHECK(!spec.needs_draft() || !draft_model.empty() || self_spec, "--method ", method,
                   " needs a draft model (-d DRAFT) or a self-speculation depth (--draft-layers L)");
     SPECDEC_CHECK(!self_spec || draft_model.empty(), "give either -d DRAFT or --draft-layers L, not both");
-    std::vector<int> keep_layers;
-    bool auto_without_draft = false;
-    if (self_spec) {
-        // Parsed (and an `auto` file read) even when no draft runs, so bad input is always reported.
-        const runtime::DraftLayers d = runtime::resolve_draft_layers(draft_layers, eopts.model_path);
-        // Auto keeps prompt lookup and drops the draft that calibration found slower than AR.
-        if (d.use_ar && spec.method == sched::Method::Auto) auto_without_draft = true;
-        if (d.use_ar && spec.needs_draft()) {
-            // Output is identical either way (lossless); AR is what calibration measured fastest.
-            std::fprintf(stderr, "note: calibration found no draft depth faster than AR; decoding with ar\n");
-            method = "ar";
-            spec.method = sched::Method::AR;
-        }
-        keep_layers = d.keep_layers;
-    }
-    const bool is_ssd = method == "ssd";
-    auto engine = runtime::Engine::load(eopts);
-    std::unique_ptr<runtime::Engine> draft;
-    const bool auto_draft =
-        spec.method == sched::Method::Auto && (!draft_model.empty() || self_spec) && !auto_without_draft;
-    if (spec.needs_draft() || is_ssd || auto_draft) {
-        runtime::EngineOptions dopts = eopts;
-        dopts.model_path = self_spec ? eopts.model_path : runtime::resolve_model(draft_model);
-        dopts.keep_layers = keep_layers;  // validated against the model when it loads
-        dopts.n_ctx = engine->n_ctx();
-        // chain/tree: the draft runs on the target's pool; ssd: on its worker's
-        // own pool. Either way the engine's pool stays idle.
-        dopts.n_threads = 1;
-        // ssd: one scratch sequence slot per cached branch (untouched KV pages cost nothing).
-        if (is_ssd) dopts.n_seq = 1 + ssd.fanout_budget;
-        draft = runtime::Engine::load_draft(*engine, dopts);
-    }
 
-    runtime::TokenCallback stream;
+    const std::string model_path = runtime::resolve_model(model);
+    TokenCallback stream;
     if (!json) {
         stream = [](const std::string& piece) {
             std::fwrite(piece.data(), 1, piece.size(), stdout);
@@ -178,89 +134,64 @@ int cmd_generate(int argc, char** argv) {
             return true;
         };
     }
-    sched::SpecStats st;
-    sched::SsdStats sst;
-    const bool speculative = is_ssd || spec.method != sched::Method::AR || !spec.trace_path.empty();
-    const runtime::GenerateResult r =
-        is_ssd ? sched::generate_ssd(*engine, *draft, req, ssd, &sst, stream)
-        : speculative ? sched::generate_speculative(*engine, draft.get(), req, spec, &st, stream)
-                      : runtime::generate_ar(*engine, req, stream);
-    if (is_ssd) st = sst.spec;
+    Result r;
+    nlohmann::json ssd_stats;
+    std::string used_model;
+    int threads = 0;
+    // SSD with `--draft-layers auto` that calibration found slower than AR
+    // decodes with ar, through Engine::generate (the note says so).
+    bool ssd_run = ssd_asked;
+    if (ssd_asked && self_spec) {
+        if (runtime::resolve_draft_layers(draft_layers, model_path).use_ar) {
+            std::fprintf(stderr, "note: calibration found no draft depth faster than AR; decoding with ar\n");
+            ssd_run = false;
+            method = "ar";
+        }
+    }
+    if (ssd_run) {
+        SsdGenerateOptions so;
+        so.engine = opts;
+        so.engine.model = model_path;
+        so.engine.draft = draft_model;
+        so.engine.draft_layers = draft_layers;
+        so.target_threads = ssd_target_threads;
+        so.ssd = ssd;
+        SsdGenerateOutput out = generate_ssd(so, req, stream);
+        r = std::move(out.result);
+        ssd_stats = std::move(out.ssd_stats);
+        used_model = out.model_path;
+        threads = out.threads;
+    } else {
+        // Every other method goes through the public API. The draft is loaded
+        // only for the methods that draft with a model.
+        const bool uses_draft = spec.needs_draft() || spec.method == sched::Method::Auto;
+        opts.model = model_path;
+        if (uses_draft) {
+            opts.draft = draft_model;
+            opts.draft_layers = draft_layers;
+        } else if (self_spec) {
+            // Parsed (and an `auto` file read) even when no draft runs, so bad input is always reported.
+            (void)runtime::resolve_draft_layers(draft_layers, model_path);
+        }
+        Engine engine(opts);
+        req.method = method;
+        req.on_text = stream;
+        // Chain or tree with a calibration that found AR faster: the output is
+        // identical (lossless), and AR is what calibration measured fastest.
+        if (engine.resolve_method(req) != method)
+            std::fprintf(stderr, "note: calibration found no draft depth faster than AR; decoding with ar\n");
+        r = engine.generate(req);
+        used_model = engine.model_path();
+        threads = engine.threads();
+    }
     if (json) {
-        nlohmann::json j;
+        nlohmann::json j = sched::generation_stats(r);
         j["text"] = r.text;
         j["tokens"] = r.tokens;
-        j["n_prompt"] = r.n_prompt;
-        j["n_generated"] = r.n_generated;
-        j["prefill_s"] = r.prefill_s;
-        j["decode_s"] = r.decode_s;
-        j["decode_tok_s"] = r.decode_tok_s();
-        j["prefill_tok_s"] = r.prefill_s > 0 ? r.n_prompt / r.prefill_s : 0.0;
-        j["finish_reason"] = r.finish_reason;
-        j["method"] = method;
-        if (speculative) {
-            j["mode"] = mode;
-            j["rounds"] = st.rounds;
-            j["mean_accept_len"] = st.mean_accept_len();
-            j["drafted"] = st.drafted;
-            j["accepted"] = st.accepted;
-            j["lookup_rounds"] = st.lookup_rounds;
-            j["lookup_accepted"] = st.lookup_accepted;
-            j["draft_s"] = st.draft_s;
-            j["tree_s"] = st.tree_s;
-            j["verify_s"] = st.verify_s;
-            j["commit_s"] = st.commit_s;
-            if (draft) j["draft_model"] = draft->options().model_path;
-            if (spec.method == sched::Method::Auto)
-                j["auto"] = {{"rounds_none", st.auto_none},
-                             {"rounds_lookup", st.auto_lookup},
-                             {"rounds_draft", st.auto_draft},
-                             {"predicted_s", st.auto_predicted_s},
-                             {"measured_s", st.auto_measured_s},
-                             {"costs_from", st.auto_costs_from},
-                             {"calibration_s", st.auto_calibration_s}};
-            if (draft && self_spec) j["draft_layers"] = model::format_layer_list(draft->model().layers_run());
-            if (is_ssd) {
-                j["cache_hit_rate"] = sst.hit_rate();
-                j["stall_s"] = sst.stall_s;
-                j["ssd_k"] = ssd.k;
-                j["fanout"] = sched::fanout_name(ssd.fanout);
-                j["fanout_budget"] = ssd.fanout_budget;
-                j["fanout_last"] = sst.draft.fanout;
-                j["saguaro_c"] = ssd.saguaro_c;
-                j["backup"] = sched::backup_name(ssd.backup);
-                j["cache_lookups_k"] = sst.draft.lookups_k;
-                j["cache_hits_k"] = sst.draft.hits_k;
-                nlohmann::json rate_k = nlohmann::json::array();  // null where no lookup had that k
-                for (size_t k = 0; k < sst.draft.lookups_k.size(); ++k)
-                    rate_k.push_back(sst.draft.lookups_k[k] > 0
-                                         ? nlohmann::json((double)sst.draft.hits_k[k] / sst.draft.lookups_k[k])
-                                         : nlohmann::json(nullptr));
-                j["cache_hit_rate_k"] = rate_k;
-                j["cache_lookups"] = sst.draft.lookups;
-                j["cache_hits"] = sst.draft.hits;
-                j["backups"] = {{"jit", sst.draft.jit}, {"ngram", sst.draft.ngram}, {"random", sst.draft.random}};
-                j["draft_tree_s"] = sst.draft.tree_s;
-                j["draft_over_verify"] = sst.draft_over_verify();
-                j["backup_s"] = sst.draft.backup_s;
-                j["interrupted_builds"] = sst.draft.interrupted;
-                j["glue_reused"] = sst.draft.glue_reused;
-                j["acceptance"] = sst.draft.acceptance;
-                j["miss_exponent"] = sst.draft.miss_exponent;
-                j["tokens_per_round"] = st.mean_accept_len();
-                j["draft_threads"] = ssd.draft_threads;
-                j["target_threads"] = engine->pool().size();
-                j["draft_nice"] = ssd.draft_nice;
-                j["seq_rounds"] = st.seq_rounds;
-                j["emitted"] = st.emitted;
-                if (ssd.vocab_subset_n > 0) j["vocab_subset_n"] = ssd.vocab_subset_n;
-            }
-        } else {
-            j["rounds"] = r.n_generated > 0 ? r.n_generated - 1 : 0;
-            j["mean_accept_len"] = 1.0;
-        }
-        j["model"] = eopts.model_path;
-        j["threads"] = engine->pool().size();
+        if (r.speculative) j["mode"] = mode;
+        if (!ssd_stats.is_null()) j.update(ssd_stats);
+        j["model"] = used_model;
+        j["threads"] = threads;
         j["seed"] = req.sampling.seed;
         j["temperature"] = req.sampling.temperature;
         std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
@@ -268,8 +199,7 @@ int cmd_generate(int argc, char** argv) {
         std::printf("\n");
         std::fflush(stdout);  // the stats line goes to stderr: keep it after the text
         std::fprintf(stderr, "[%d prompt tokens, %.1f tok/s prefill; %d generated, %.1f tok/s decode; %s]\n",
-                     r.n_prompt, r.prefill_s > 0 ? r.n_prompt / r.prefill_s : 0.0, r.n_generated, r.decode_tok_s(),
-                     r.finish_reason.c_str());
+                     r.n_prompt, r.prefill_tok_s(), r.n_generated, r.decode_tok_s(), r.finish_reason.c_str());
     }
     return 0;
 }

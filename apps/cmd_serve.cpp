@@ -32,6 +32,7 @@
 #include "sample/sampler.h"
 #include "sched/spec_config.h"
 #include "sched/ssd_config.h"
+#include "specdec/engine.h"
 #include "server/batch_scheduler.h"
 #include "server/http_support.h"
 #include "server/metrics.h"
@@ -380,7 +381,7 @@ int cmd_serve(int argc, char** argv) {
     std::string host = "127.0.0.1";
     int port = 8080;
     server::SchedulerOptions sopts;
-    runtime::EngineOptions eopts;
+    int threads = 0, ctx = 0;
     app.add_option("-m,--model", model, "target GGUF file or model name (default: the manifest's default)");
     app.add_option("-d,--draft", draft, "draft GGUF file or model name (speculative methods)");
     app.add_option("--draft-layers", draft_layers,
@@ -410,9 +411,9 @@ int cmd_serve(int argc, char** argv) {
     app.add_option("--max-batch", sopts.max_batch, "sequences decoded together")->check(CLI::Range(1, 256));
     app.add_option("--max-queue", sopts.max_queue, "requests waiting beyond the batch before 429")
         ->check(CLI::Range(0, 100000));
-    app.add_option("-c,--ctx", eopts.n_ctx, "context per sequence in tokens (0 = min(model, 4096))")
+    app.add_option("-c,--ctx", ctx, "context per sequence in tokens (0 = min(model, 4096))")
         ->check(CLI::NonNegativeNumber);
-    app.add_option("-t,--threads", eopts.n_threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+    app.add_option("-t,--threads", threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
     // Limits for a server facing clients nobody controls.
     int max_body_mb = 16, read_timeout = 10, idle_timeout = 5, shutdown_grace = 5;
     int max_tokens = 4096;
@@ -466,40 +467,39 @@ int cmd_serve(int argc, char** argv) {
     ::mallopt(M_MMAP_THRESHOLD, 256 << 10);
     ::mallopt(M_TRIM_THRESHOLD, 128 << 10);
 
-    eopts.model_path = runtime::resolve_model(model);
+    EngineOptions eopts;  // the public API's (specdec/engine.h)
+    eopts.model = runtime::resolve_model(model);
+    eopts.threads = threads;
+    eopts.ctx = ctx;
+    // Resolved here too (the engine resolves it again when it loads): the
+    // default method, and with it the thread split below, depend on it.
     runtime::DraftLayers layers;
-    if (self_spec) layers = runtime::resolve_draft_layers(draft_layers, eopts.model_path);
+    if (self_spec) layers = runtime::resolve_draft_layers(draft_layers, eopts.model);
     if (layers.use_ar && method_needs_draft(method)) {
         // Output is identical either way (lossless); AR is what calibration measured fastest.
         std::fprintf(stderr, "note: calibration found no draft depth faster than AR; serving with ar by default\n");
         method = "ar";
     }
-    const bool has_draft = !draft.empty() || (self_spec && !layers.use_ar);
     spec.method = sched::parse_method(method == "ssd" ? "ar" : method);  // ssd is not a SpecBatch method
     // The SSD draft side has threads of its own: by default the target takes the rest.
-    if (method == "ssd" && eopts.n_threads == 0)
-        eopts.n_threads = std::max(1, (int)std::thread::hardware_concurrency() - ssd.draft_threads);
-    eopts.n_seq = sopts.max_batch;
-    auto engine = runtime::Engine::load(eopts);
-    std::unique_ptr<runtime::Engine> draft_engine;
-    if (has_draft) {
-        runtime::EngineOptions dopts = eopts;
-        dopts.model_path = self_spec ? eopts.model_path : runtime::resolve_model(draft);
-        dopts.keep_layers = layers.keep_layers;  // validated against the model when it loads
-        dopts.n_ctx = engine->n_ctx();
-        // chain/tree: the draft runs on the target's pool (never at the same
-        // time); ssd: on its worker's own pool. The engine's pool stays idle.
-        dopts.n_threads = 1;
-        // ssd: each cohort sequence plus one scratch slot per cached branch
-        // (untouched KV pages cost nothing); chain and tree use the first max_batch.
-        dopts.n_seq = sopts.max_batch * (1 + ssd.fanout_budget);
-        draft_engine = runtime::Engine::load_draft(*engine, dopts);
-    }
+    if (method == "ssd" && eopts.threads == 0)
+        eopts.threads = std::max(1, (int)std::thread::hardware_concurrency() - ssd.draft_threads);
+    eopts.draft = draft;
+    eopts.draft_layers = draft_layers;
+    // One KV sequence per batch slot; the draft's also one scratch slot per
+    // cached SSD branch (any request may ask for ssd).
+    eopts.sequences = sopts.max_batch;
+    eopts.draft_branch_slots = ssd.fanout_budget;
+    Engine api_engine(eopts);
+    // The batch scheduler drives the engines underneath itself (continuous
+    // batching is not in the public API).
+    runtime::Engine* engine = &api_engine.target_engine();
+    runtime::Engine* draft_engine = api_engine.draft_engine();
 
     server::ServerInfo info;
-    const std::filesystem::path mp(eopts.model_path);
+    const std::filesystem::path mp(eopts.model);
     info.model_id = mp.stem().string();
-    info.model_aliases = {mp.filename().string(), eopts.model_path};
+    info.model_aliases = {mp.filename().string(), eopts.model};
     if (!model.empty() && model != info.model_id) info.model_aliases.push_back(model);
     info.n_ctx = engine->n_ctx();
     info.available_methods = {"ar", "auto", "ngram"};
@@ -508,7 +508,7 @@ int cmd_serve(int argc, char** argv) {
     info.max_tokens = max_tokens;
 
     server::Metrics metrics;
-    server::BatchScheduler sched(*engine, draft_engine.get(), sopts, metrics);
+    server::BatchScheduler sched(*engine, draft_engine, sopts, metrics);
     const size_t max_body = (size_t)max_body_mb << 20;
     Server srv(*engine, sched, metrics, info, api_key, max_body);
     httplib::Server http;

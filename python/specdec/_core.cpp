@@ -1,10 +1,9 @@
 // specdec._core: the engine behind the Python package (python/specdec/__init__.py).
 //
-// Nothing here decodes or renders a chat on its own: an Engine is two
-// runtime::Engine objects loaded as `specdec generate` loads them, a run calls
-// the CLI's entry points (runtime::generate_ar, sched::generate_speculative)
-// on a worker thread, chat prompts go through the model's template
-// (runtime::tokenize_request), OpenAI requests are parsed by the server's
+// Nothing here decodes or renders a chat on its own: an Engine is the public
+// specdec::Engine (include/specdec/engine.h), which `specdec generate` uses
+// too; a run calls its generate() on a worker thread, the statistics are the
+// CLI's (sched/generation_stats.h), OpenAI requests are parsed by the server's
 // parser and answered with the server's response builders
 // (server/openai_protocol.h). The Python thread waits for text pieces with the
 // GIL released and checks for signals every few milliseconds, so Ctrl-C
@@ -29,12 +28,11 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "runtime/engine.h"
-#include "runtime/model_locator.h"
 #include "sample/sampler.h"
+#include "sched/generation_stats.h"
 #include "sched/spec_config.h"
-#include "sched/sync_scheduler.h"
 #include "server/openai_protocol.h"
+#include "specdec/engine.h"
 
 namespace py = pybind11;
 using nlohmann::json;
@@ -52,16 +50,14 @@ std::string random_hex(int n) {
 
 // The loaded models, shared by an Engine and the runs it started.
 struct Models {
-    std::unique_ptr<runtime::Engine> target, draft;
-    std::string model_path, draft_path, model_id;
+    std::unique_ptr<Engine> engine;
+    std::string model_id;
     std::atomic<bool> busy{false};  // one run at a time: both use sequence 0 of the caches
 };
 
 // What a run decodes: a request and the method, as the CLI or the server resolved them.
 struct RunSpec {
-    runtime::GenerateRequest req;
-    sched::SpecConfig cfg;
-    std::string method;
+    Request req;  // req.method: resolved (the CLI's default rule applied)
     std::optional<server::Endpoint> endpoint;  // set for the OpenAI-shaped calls
 };
 
@@ -130,52 +126,18 @@ public:
         std::lock_guard lk(m_);
         return done_ && queue_.empty();
     }
-    const runtime::GenerateResult& result() const {
+    const Result& result() const {
         require_done();
         return result_;
     }
 
-    // The statistics the CLI's --json prints, under the same names.
-    py::dict stats() const {
+    // The statistics the CLI's --json prints, under the same names (and
+    // draft_model whenever the engine has a draft).
+    py::object stats() const {
         require_done();
-        py::dict d;
-        const auto& r = result_;
-        d["method"] = spec_.method;
-        d["n_prompt"] = r.n_prompt;
-        d["n_generated"] = r.n_generated;
-        d["prefill_s"] = r.prefill_s;
-        d["decode_s"] = r.decode_s;
-        d["decode_tok_s"] = r.decode_tok_s();
-        d["prefill_tok_s"] = r.prefill_s > 0 ? r.n_prompt / r.prefill_s : 0.0;
-        d["finish_reason"] = r.finish_reason;
-        if (speculative()) {
-            d["rounds"] = st_.rounds;
-            d["mean_accept_len"] = st_.mean_accept_len();
-            d["drafted"] = st_.drafted;
-            d["accepted"] = st_.accepted;
-            d["lookup_rounds"] = st_.lookup_rounds;
-            d["lookup_accepted"] = st_.lookup_accepted;
-            d["draft_s"] = st_.draft_s;
-            d["tree_s"] = st_.tree_s;
-            d["verify_s"] = st_.verify_s;
-            d["commit_s"] = st_.commit_s;
-            if (spec_.cfg.method == sched::Method::Auto) {
-                py::dict a;
-                a["rounds_none"] = st_.auto_none;
-                a["rounds_lookup"] = st_.auto_lookup;
-                a["rounds_draft"] = st_.auto_draft;
-                a["predicted_s"] = st_.auto_predicted_s;
-                a["measured_s"] = st_.auto_measured_s;
-                a["costs_from"] = st_.auto_costs_from;
-                a["calibration_s"] = st_.auto_calibration_s;
-                d["auto"] = a;
-            }
-        } else {
-            d["rounds"] = r.n_generated > 0 ? r.n_generated - 1 : 0;
-            d["mean_accept_len"] = 1.0;
-        }
-        if (models_->draft) d["draft_model"] = models_->draft_path;
-        return d;
+        json j = sched::generation_stats(result_);
+        if (models_->engine->has_draft()) j["draft_model"] = models_->engine->draft_path();
+        return py::module_::import("json").attr("loads")(j.dump());
     }
 
     // OpenAI shapes, built by the server's own functions (JSON text; the
@@ -199,8 +161,6 @@ public:
     }
 
 private:
-    bool speculative() const { return spec_.cfg.method != sched::Method::AR; }
-
     void require_done() const {
         std::lock_guard lk(m_);
         if (!done_ || worker_.joinable()) throw Error("the generation has not finished yet");
@@ -213,7 +173,7 @@ private:
     }
 
     void work() {
-        const runtime::TokenCallback on_text = [this](const std::string& piece) {
+        spec_.req.on_text = [this](const std::string& piece) {
             if (!piece.empty()) {
                 std::lock_guard lk(m_);
                 queue_.push_back(piece);
@@ -222,10 +182,7 @@ private:
             return !cancel_.load();
         };
         try {
-            runtime::Engine& target = *models_->target;
-            result_ = speculative()
-                          ? sched::generate_speculative(target, models_->draft.get(), spec_.req, spec_.cfg, &st_, on_text)
-                          : runtime::generate_ar(target, spec_.req, on_text);
+            result_ = models_->engine->generate(spec_.req);
         } catch (...) {
             error_ = std::current_exception();
         }
@@ -247,45 +204,32 @@ private:
     bool done_ = false;
     std::atomic<bool> cancel_{false};
     std::exception_ptr error_;
-    runtime::GenerateResult result_;
-    sched::SpecStats st_;
+    Result result_;
     std::thread worker_;
 };
 
-// The CLI's rule: no method given -> auto when greedy, ar when sampling.
+// The CLI's rule (no method given: auto when greedy, ar when sampling) and
+// its checks, applied before the run starts so that bad input raises here.
 void set_method(RunSpec& s, const std::string& method, const Models& m, int draft_k) {
-    s.method = method.empty() ? (s.req.sampling.greedy() ? "auto" : "ar") : method;
-    s.cfg.method = sched::parse_method(s.method);
-    if (draft_k > 0) s.cfg.draft_k = draft_k;
-    SPECDEC_CHECK(!s.cfg.needs_draft() || m.draft, "method ", s.method,
-                  " needs a draft model: load the engine with Engine(model, draft=DRAFT)");
-    SPECDEC_CHECK(s.cfg.draft_k >= 1 && s.cfg.draft_k <= 64, "draft_k must be in 1..64, got ", s.cfg.draft_k);
+    s.req.method = method;
+    if (draft_k > 0) s.req.spec.draft_k = draft_k;
+    SPECDEC_CHECK(s.req.spec.draft_k >= 1 && s.req.spec.draft_k <= 64, "draft_k must be in 1..64, got ",
+                  s.req.spec.draft_k);
+    s.req.method = m.engine->resolve_method(s.req);
 }
 
 class PyEngine {
 public:
     PyEngine(const std::string& model, const std::optional<std::string>& draft, int threads, int ctx) {
-        SPECDEC_CHECK(threads >= 0, "threads must be >= 0 (0: all cores), got ", threads);
-        SPECDEC_CHECK(ctx >= 0, "ctx must be >= 0 (0: min(model, 4096)), got ", ctx);
         m_ = std::make_shared<Models>();
-        runtime::EngineOptions eopts;
-        eopts.model_path = runtime::resolve_model(model);
-        eopts.n_threads = threads;
-        eopts.n_ctx = ctx;
-        runtime::EngineOptions dopts = eopts;
-        if (draft) dopts.model_path = runtime::resolve_model(*draft);
+        EngineOptions opts;
+        opts.model = model;
+        opts.draft = draft.value_or("");
+        opts.threads = threads;
+        opts.ctx = ctx;
         py::gil_scoped_release nogil;
-        m_->target = runtime::Engine::load(eopts);
-        if (draft) {
-            // As `specdec generate` loads a draft: the target's context, and one
-            // thread (chain and tree run the draft on the target's pool).
-            dopts.n_ctx = m_->target->n_ctx();
-            dopts.n_threads = 1;
-            m_->draft = runtime::Engine::load(dopts);
-            m_->draft_path = dopts.model_path;
-        }
-        m_->model_path = eopts.model_path;
-        m_->model_id = eopts.model_path;  // llama-cpp-python's "model" is the model's path too
+        m_->engine = std::make_unique<Engine>(opts);
+        m_->model_id = m_->engine->model_path();  // llama-cpp-python's "model" is the model's path too
     }
 
     // Raw text (or one user turn with chat=true), the CLI's request.
@@ -324,10 +268,10 @@ public:
         server::ServerInfo info;
         info.model_id = m_->model_id;
         info.available_methods = {"ar", "auto", "ngram"};
-        if (m_->draft) info.available_methods.insert(info.available_methods.end(), {"chain", "tree"});
+        if (m_->engine->has_draft()) info.available_methods.insert(info.available_methods.end(), {"chain", "tree"});
         info.default_method = "auto";
         info.default_sampled_method = "ar";
-        info.n_ctx = m_->target->n_ctx();
+        info.n_ctx = m_->engine->n_ctx();
         server::ParsedRequest pr;
         try {
             pr = server::parse_request(ep, body, info);
@@ -335,26 +279,26 @@ public:
             throw py::value_error(e.param.empty() ? e.message : e.message + " (parameter '" + e.param + "')");
         }
         RunSpec s;
-        s.req = std::move(pr.gen);
+        static_cast<GenerateRequest&>(s.req) = std::move(pr.gen);
         s.endpoint = ep;
         // No max_tokens: run to the end of the context, as the server does.
-        if (s.req.max_tokens <= 0) s.req.max_tokens = m_->target->n_ctx();
+        if (s.req.max_tokens <= 0) s.req.max_tokens = m_->engine->n_ctx();
         set_method(s, pr.spec.method, *m_, pr.spec.draft_k > 0 ? pr.spec.draft_k : draft_k);
         return std::make_unique<Run>(m_, std::move(s));
     }
 
-    std::string model_path() const { return m_->model_path; }
+    std::string model_path() const { return m_->engine->model_path(); }
     std::optional<std::string> draft_path() const {
-        return m_->draft ? std::optional<std::string>(m_->draft_path) : std::nullopt;
+        return m_->engine->has_draft() ? std::optional<std::string>(m_->engine->draft_path()) : std::nullopt;
     }
     std::string model_id() const { return m_->model_id; }
-    int n_ctx() const { return m_->target->n_ctx(); }
-    int threads() const { return (int)m_->target->pool().size(); }
+    int n_ctx() const { return m_->engine->n_ctx(); }
+    int threads() const { return m_->engine->threads(); }
 
     std::vector<int32_t> tokenize(const std::string& text) const {
-        runtime::GenerateRequest r;
+        GenerateRequest r;
         r.prompt = text;
-        return runtime::tokenize_request(*m_->target, r);
+        return m_->engine->tokenize(r);
     }
 
 private:

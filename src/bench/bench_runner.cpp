@@ -23,6 +23,7 @@
 #include "core/thread_pool.h"
 #include "sched/ssd_scheduler.h"
 #include "sched/sync_scheduler.h"
+#include "specdec/engine.h"
 
 namespace specdec::bench {
 namespace fs = std::filesystem;
@@ -125,29 +126,33 @@ bool method_available(const std::string& m, const BenchOptions& o, std::string* 
 
 namespace {
 
+// Loaded through the public API (specdec/engine.h); every run decodes on
+// the engines underneath, from prefills shared by the configurations of a turn.
 struct Engines {
-    std::unique_ptr<runtime::Engine> target, draft;
+    std::unique_ptr<Engine> api;
+    runtime::Engine* target = nullptr;
+    runtime::Engine* draft = nullptr;  // null without need_draft
 };
 
 // need_ssd: the draft cache also gets a scratch slot per cached SSD branch
 // (KV pages never touched cost nothing).
 Engines load_engines(const BenchOptions& o, int threads, int n_seq, bool need_draft, bool need_ssd) {
-    Engines e;
-    runtime::EngineOptions eo;
-    eo.model_path = o.target_path;
-    eo.n_ctx = o.n_ctx;
-    eo.n_seq = n_seq;
-    eo.n_threads = threads;
-    e.target = runtime::Engine::load(eo);
+    EngineOptions eo;
+    eo.model = o.target_path;
+    eo.ctx = o.n_ctx;
+    eo.sequences = n_seq;
+    eo.threads = threads;
     if (need_draft) {
-        runtime::EngineOptions d = eo;
-        d.model_path = o.draft_path;
-        d.keep_layers = o.draft_keep_layers;  // self-speculation (empty: every layer)
-        d.n_ctx = e.target->n_ctx();
-        d.n_threads = 1;  // chain/tree: the draft runs on the target's pool; ssd: on its worker's own
-        if (need_ssd) d.n_seq = n_seq * (1 + o.fanout_budget);
-        e.draft = runtime::Engine::load_draft(*e.target, d);
+        // Self-speculation: the user's --draft-layers (cmd_bench refused an
+        // `auto` that has no draft), resolved again by the engine.
+        if (!o.draft_layers.empty()) eo.draft_layers = o.draft_layers;
+        else eo.draft = o.draft_path;
+        if (need_ssd) eo.draft_branch_slots = o.fanout_budget;
     }
+    Engines e;
+    e.api = std::make_unique<Engine>(eo);
+    e.target = &e.api->target_engine();
+    e.draft = e.api->draft_engine();
     return e;
 }
 
@@ -323,7 +328,7 @@ RunOutput run_config(Engines& eng, const RunConfig& cfg, const BenchOptions& o,
     }
     sched::SpecConfig sc = spec_config(cfg, o);
     if (reqs.size() > 1) {
-        out.res = sched::generate_speculative_batch(*eng.target, eng.draft.get(), reqs, sc, &out.st, pre);
+        out.res = sched::generate_speculative_batch(*eng.target, eng.draft, reqs, sc, &out.st, pre);
         return out;
     }
     if (is_ar && trace.empty()) {
@@ -341,7 +346,7 @@ RunOutput run_config(Engines& eng, const RunConfig& cfg, const BenchOptions& o,
         return out;
     }
     sc.trace_path = trace;
-    out.res.push_back(sched::generate_speculative(*eng.target, eng.draft.get(), reqs[0], sc, &out.st, {}, pre));
+    out.res.push_back(sched::generate_speculative(*eng.target, eng.draft, reqs[0], sc, &out.st, {}, pre));
     return out;
 }
 
@@ -523,7 +528,7 @@ void run_sweep(BenchResult& r) {
                             TurnPrefill tp;
                             sched::Prefilled pre;
                             if (share) {
-                                tp = prefill_turn(*eng.target, eng.draft.get(), prompts);
+                                tp = prefill_turn(*eng.target, eng.draft, prompts);
                                 pre = tp.view();
                             }
                             nlohmann::json line;

@@ -1,18 +1,14 @@
-// The one exception type the engine throws. Every error a user can cause (bad
-// file, bad option, context overflow) becomes an Error with a message that names
-// the thing and the problem; the CLI prints it and exits non-zero.
+// The engine's way of raising specdec::Error (the public exception type,
+// specdec/errors.h): SPECDEC_CHECK(cond, parts...) builds the message from
+// streamed parts that name the thing and the problem.
 #pragma once
 
 #include <sstream>
-#include <stdexcept>
 #include <string>
 
-namespace specdec {
+#include "specdec/errors.h"
 
-class Error : public std::runtime_error {
-public:
-    explicit Error(const std::string& what) : std::runtime_error(what) {}
-};
+namespace specdec {
 
 namespace detail {
 template <typename... Args>

@@ -7,12 +7,12 @@
 #include <vector>
 
 #include "io/gguf.h"
+#include "specdec/chat.h"
 
 namespace specdec::io {
 
-struct ChatMessage {
-    std::string role, content;
-};
+// The public message type (specdec/chat.h) is the template's input.
+using ChatMessage = specdec::ChatMessage;
 
 enum class ChatFamily {
     ChatMl,  // <|im_start|>role\n...<|im_end|>\n, optional default system prompt

@@ -16,6 +16,8 @@
 #include "kv/kv_cache.h"
 #include "model/transformer.h"
 #include "sample/sampler.h"
+#include "specdec/request.h"
+#include "specdec/result.h"
 
 namespace specdec::runtime {
 
@@ -64,28 +66,11 @@ private:
     model::ForwardResult result_;
 };
 
-struct GenerateRequest {
-    std::string prompt;                        // raw text (used when messages is empty)
-    std::vector<io::ChatMessage> messages;     // chat: rendered with the model's template
-    int max_tokens = 128;
-    sample::SamplingParams sampling;
-    std::vector<std::string> stop;             // stop strings (not included in the text)
-    bool ignore_eos = false;                   // keep going past end-of-generation tokens
-};
-
-struct GenerateResult {
-    std::string text;
-    std::vector<int32_t> tokens;    // generated ids (end-of-generation token excluded)
-    int n_prompt = 0;
-    int n_generated = 0;
-    double prefill_s = 0;
-    double decode_s = 0;
-    std::string finish_reason;      // "length", "stop" (EOS or stop string)
-    double decode_tok_s() const { return decode_s > 0 ? n_generated / decode_s : 0.0; }
-};
-
-// Called with each new piece of text as it becomes final; return false to stop.
-using TokenCallback = std::function<bool(const std::string& piece)>;
+// The public request and result types (specdec/request.h, specdec/result.h)
+// are the decoding loops' own: a specdec::Request is a GenerateRequest.
+using GenerateRequest = specdec::GenerateRequest;
+using GenerateResult = specdec::GenerateResult;
+using TokenCallback = specdec::TokenCallback;
 
 // Turns a request into prompt tokens (chat template or raw, BOS per metadata).
 std::vector<int32_t> tokenize_request(const Engine& engine, const GenerateRequest& req);

@@ -11,20 +11,12 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "specdec/sampling.h"
 
 namespace specdec::sample {
 
-struct SamplingParams {
-    float temperature = 0.0f;     // 0: greedy (argmax after the penalty)
-    int top_k = 0;                // 0: off
-    float top_p = 1.0f;           // 1: off
-    float min_p = 0.0f;           // 0: off
-    float repeat_penalty = 1.0f;  // 1: off
-    int repeat_last_n = 64;       // tokens of history the penalty looks at
-    uint64_t seed = 0;
-
-    bool greedy() const { return temperature <= 0.0f; }
-};
+// The public settings (specdec/sampling.h) are the sampler's own.
+using SamplingParams = specdec::SamplingParams;
 
 // Checks ranges; throws specdec::Error with the offending option.
 void validate(const SamplingParams& p);

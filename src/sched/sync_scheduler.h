@@ -24,6 +24,7 @@
 #include "spec/tree_tensors.h"
 #include "spec/verifier.h"
 #include "spec/vocab_subset.h"
+#include "specdec/result.h"
 
 namespace specdec::sched {
 
@@ -34,28 +35,8 @@ struct TargetContext {
     int prefill_chunk = 256;  // must match the AR baseline's for bit-identical first tokens
 };
 
-struct SpecStats {
-    int rounds = 0;            // target verify forwards (batched: one per round)
-    int seq_rounds = 0;        // sum over rounds of the sequences verified
-    int drafted = 0;           // draft nodes proposed (root excluded)
-    int accepted = 0;          // draft tokens accepted
-    int emitted = 0;           // tokens the rounds produced (accepted + bonus)
-    int lookup_rounds = 0;     // sequence-rounds whose tree was a prompt-lookup chain
-    int lookup_accepted = 0;   // draft tokens accepted in those rounds
-    double prefill_s = 0;
-    double decode_s = 0;
-    double draft_s = 0, tree_s = 0, verify_s = 0, commit_s = 0;
-    // Auto (spec/adaptive_proposer.h): sequence-rounds by chosen shape, and the
-    // cost model's predicted against the measured seconds of those rounds.
-    int auto_none = 0, auto_lookup = 0, auto_draft = 0;
-    double auto_predicted_s = 0, auto_measured_s = 0;
-    // Where auto's cost curves came from (sched/cost_calibration.h: calibrated,
-    // file, process; the target's) and the seconds calibration took (both curves).
-    std::string auto_costs_from;
-    double auto_calibration_s = 0;
-    // Tokens per target forward per sequence (tau); AR = 1.
-    double mean_accept_len() const { return seq_rounds ? (double)emitted / seq_rounds : 0.0; }
-};
+// The public counters (specdec/result.h) are the loop's own.
+using SpecStats = specdec::SpecStats;
 
 // Prompts already in the caches (a prefill shared by several runs: specdec
 // bench decodes every configuration of a turn from one prefill). Sequence i's

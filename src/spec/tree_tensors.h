@@ -13,12 +13,14 @@
 
 #include "model/forward_batch.h"
 #include "spec/draft_tree.h"
+#include "specdec/decoding.h"
 
 namespace specdec::spec {
 
 // Which arrays to build: performance mode needs only what the forward pass and
 // the verifier read; reference mode adds the tables the invariants check.
-enum class ExecMode { Reference, Performance };
+// (specdec/decoding.h: the public option is this enum.)
+using ExecMode = specdec::ExecMode;
 
 struct TreeTensors {
     int n = 0;           // T: nodes including the root
