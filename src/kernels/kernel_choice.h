@@ -7,7 +7,7 @@
 // So for every weight type whose tiles are bit-identical at every level (the
 // integer-dot types: QuantMatmul.TilesBitIdenticalToReferenceAnyBatch), each
 // row bucket gets the level that ran fastest in a short calibration, done
-// once per process and type at first use, and only when the CPU has more than
+// per type at first use (and kept: see below), and only when the CPU has more than
 // one SIMD level to choose from (about 1 s per type on a 2-core AVX-512 Xeon VM,
 // most of it streaming a flushed matrix for the buckets up to 8 rows; none on an
 // AVX2-only CPU). Mixing levels across buckets cannot change a bit of any
