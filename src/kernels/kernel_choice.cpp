@@ -8,9 +8,11 @@
 #include <cmath>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <sstream>
 
 #include "core/clock.h"
+#include "kernels/kernel_choice_cache.h"
 #include "kernels/quantize_act.h"
 
 namespace specdec::kernels {
@@ -129,6 +131,15 @@ std::vector<std::array<double, kRowBuckets>> calibrate(TensorType t, const std::
     return ns;
 }
 
+// A stored choice is used only if it timed the levels this process would and
+// picks among them (a file edited by hand or a key collision must not select
+// a kernel this CPU cannot run).
+bool fits(const KernelChoiceReport& c, const std::vector<Isa>& cands) {
+    if (c.levels != cands || c.ns_per_row.size() != cands.size()) return false;
+    return std::all_of(c.isa.begin(), c.isa.end(),
+                       [&](Isa l) { return std::find(cands.begin(), cands.end(), l) != cands.end(); });
+}
+
 struct Slot {
     std::once_flag once;
     KernelChoiceReport report;
@@ -150,12 +161,22 @@ const Slot& measured(TensorType t) {
         if (!tiles_exact_across_levels(t)) r.how = "float: highest level";
         else if (cands.size() < 2) r.how = "only level";
         else {
-            r.ns_per_row = calibrate(t, cands);
-            std::vector<std::array<double, kRowBuckets>> by_level((size_t)cpu_max_isa() + 1);
-            for (auto& v : by_level) v.fill(-1.0);
-            for (size_t i = 0; i < cands.size(); ++i) by_level[(size_t)cands[i]] = r.ns_per_row[i];
-            r.isa = pick_fastest(by_level);
-            r.how = "measured";
+            const std::string path = kernel_cache_path();
+            const KernelCacheKey key = kernel_cache_key();
+            std::optional<KernelChoiceReport> cached;
+            if (!path.empty()) cached = load_kernel_choice(path, key, t);
+            if (cached && fits(*cached, cands)) {
+                r = *cached;
+            } else {
+                r.ns_per_row = calibrate(t, cands);
+                r.levels = cands;
+                std::vector<std::array<double, kRowBuckets>> by_level((size_t)cpu_max_isa() + 1);
+                for (auto& v : by_level) v.fill(-1.0);
+                for (size_t i = 0; i < cands.size(); ++i) by_level[(size_t)cands[i]] = r.ns_per_row[i];
+                r.isa = pick_fastest(by_level);
+                r.how = "measured";
+                if (!path.empty()) store_kernel_choice(path, key, r);
+            }
         }
         for (int b = 0; b < kRowBuckets; ++b) s.fn[b] = level_tile(r.isa[b], t);
     });

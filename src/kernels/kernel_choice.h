@@ -7,7 +7,7 @@
 // So for every weight type whose tiles are bit-identical at every level (the
 // integer-dot types: QuantMatmul.TilesBitIdenticalToReferenceAnyBatch), each
 // row bucket gets the level that ran fastest in a short calibration, done
-// once per process and type at first use, and only when the CPU has more than
+// per type at first use (and kept: see below), and only when the CPU has more than
 // one SIMD level to choose from (about 1 s per type on a 2-core AVX-512 Xeon VM,
 // most of it streaming a flushed matrix for the buckets up to 8 rows; none on an
 // AVX2-only CPU). Mixing levels across buckets cannot change a bit of any
@@ -17,7 +17,14 @@
 // they keep one level for every row count (the highest), which keeps a row's
 // result independent of how many rows ran with it.
 //
-// SPECDEC_ISA (or force_isa) pins every type and bucket to one level, for tests.
+// The choice is kept across processes in a small file (kernel_choice_cache.h:
+// kernel-choice.json in $SPECDEC_CACHE_DIR, else $XDG_CACHE_HOME/specdec, else
+// ~/.cache/specdec, keyed by CPU name, highest SIMD level and build), so only a
+// build's first process on a machine calibrates. SPECDEC_KERNEL_CACHE=off
+// measures in every process; SPECDEC_KERNEL_CACHE=<file> moves the file.
+//
+// SPECDEC_ISA (or force_isa) pins every type and bucket to one level, for
+// tests; it neither reads nor writes the file.
 #pragma once
 
 #include <array>
@@ -53,8 +60,11 @@ struct KernelChoiceReport {
     // Calibration time per row of each (bucket, level), ns per output row
     // and activation row; empty when nothing was measured (one level only,
     // a forced level, or a float type).
-    std::vector<std::array<double, kRowBuckets>> ns_per_row;  // [level]
-    std::string how;  // "measured", "only level", "forced", "float: highest level"
+    std::vector<std::array<double, kRowBuckets>> ns_per_row;  // [i]: timings of levels[i]
+    std::vector<Isa> levels;                                  // the levels timed
+    // "measured", "cached" (the file's measurement), "only level", "forced",
+    // "float: highest level".
+    std::string how;
 };
 KernelChoiceReport kernel_choice_report(TensorType type);
 // "avx2" when every bucket uses one level, else "1:avx2 2:avx512 ...".

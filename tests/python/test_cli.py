@@ -260,3 +260,57 @@ def test_models_inspect_missing_and_corrupt_files(tmp_path):
     trunc.write_bytes(model_path(MODEL).read_bytes()[: 1 << 20])
     r = run("models", "inspect", str(trunc), "--json", check=False)
     assert r.returncode == 1 and "truncated" in r.stderr and r.stdout == "", r.stderr
+
+
+def _cpu_flags() -> set[str]:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def test_kernel_choice_is_measured_once_then_read_from_its_cache(tmp_path):
+    """The per-type kernel calibration (kernels/kernel_choice_cache.h) runs
+    only where the CPU has two SIMD levels (AVX2 and AVX-512 here); its result
+    goes to kernel-choice.json, the next process reads it without rewriting it,
+    a corrupt file is measured and rewritten, and SPECDEC_KERNEL_CACHE=off or
+    a forced SPECDEC_ISA leaves no file."""
+    flags = _cpu_flags()
+    two_levels = {"avx2", "fma", "f16c"} <= flags and {
+        "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"} <= flags
+
+    def gen(cache_dir: Path, **env_extra: str) -> list[int]:
+        env = {k: v for k, v in os.environ.items() if k not in ("SPECDEC_ISA", "SPECDEC_KERNEL_CACHE")}
+        env.update(SPECDEC_CACHE_DIR=str(cache_dir), **env_extra)
+        r = subprocess.run([str(SPECDEC_BIN), "generate", "-m", str(model_path(MODEL)), "--json", "-t", "2",
+                            "--method", "ar", "-p", "Hello", "-n", "4"],
+                           capture_output=True, text=True, timeout=300, env=env)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)["tokens"]
+
+    d = tmp_path / "default"
+    tokens = gen(d)
+    f = d / "kernel-choice.json"
+    assert f.exists() == two_levels
+    if two_levels:
+        data = json.loads(f.read_text())
+        (entry,) = data["entries"].values()
+        assert entry["key"]["max_isa"] == "avx512" and entry["key"]["build"]
+        assert entry["types"]
+        for t in entry["types"].values():
+            assert len(t["isa"]) == 6 and set(t["isa"]) <= set(t["levels"]) == {"avx2", "avx512"}
+            assert all(len(ns) == 6 and min(ns) > 0 for ns in t["ns_per_row"])
+        written = f.read_bytes()
+        assert gen(d) == tokens
+        assert f.read_bytes() == written  # a hit reads, never rewrites
+        f.write_text('{"format": 1, "entries": {')
+        assert gen(d) == tokens
+        assert json.loads(f.read_text())["entries"].keys() == data["entries"].keys()
+        moved = tmp_path / "elsewhere" / "choice.json"
+        assert gen(tmp_path / "moved", SPECDEC_KERNEL_CACHE=str(moved)) == tokens
+        assert moved.exists() and not (tmp_path / "moved" / "kernel-choice.json").exists()
+    assert gen(tmp_path / "off", SPECDEC_KERNEL_CACHE="off") == tokens
+    assert not (tmp_path / "off" / "kernel-choice.json").exists()
+    # (A forced level also changes the float types' kernels, so its tokens may differ.)
+    gen(tmp_path / "forced", SPECDEC_ISA="avx2")
+    assert not (tmp_path / "forced" / "kernel-choice.json").exists()
