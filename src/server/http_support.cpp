@@ -197,10 +197,9 @@ Clock::duration from_timeval(time_t sec, time_t usec) { return std::chrono::seco
 // One connection's socket as an httplib::Stream, for every request on it
 // (so bytes of a pipelined request read ahead into the buffer are kept).
 // What httplib's own SocketStream does, plus the header phase: between
-// begin_headers() and end_headers(), a read also fails at the deadline (then
-// expired() is true and writes fail too, so that httplib's "400 malformed
-// request" for the cut-off headers is not sent), and once the listener is
-// closed.
+// begin_headers() and end_headers(), a read also fails at the deadline or
+// once the listener is closed; then cut() is true and writes fail too, so
+// that httplib's "400 malformed request" for the cut-off headers is not sent.
 class ConnectionStream final : public httplib::Stream {
 public:
     ConnectionStream(int sock, const std::atomic<socket_t>& listener, Clock::duration read_timeout,
@@ -225,11 +224,11 @@ public:
         header_deadline_ = timeout > Clock::duration::zero() ? Clock::now() + timeout : Clock::time_point::max();
     }
     void end_headers() { in_headers_ = false; }
-    // The header deadline cut this connection's current request off.
-    bool expired() const { return expired_; }
+    // The header deadline or a stop cut this connection's current request off.
+    bool cut() const { return cut_; }
 
     bool is_readable() const override { return off_ < len_ || wait_readable(); }
-    bool is_writable() const override { return !expired_ && poll_for(POLLOUT, write_timeout_) > 0 && !peer_closed(sock_); }
+    bool is_writable() const override { return !cut_ && poll_for(POLLOUT, write_timeout_) > 0 && !peer_closed(sock_); }
 
     ssize_t read(char* ptr, size_t size) override {
         if (off_ == len_) {
@@ -279,10 +278,9 @@ private:
         if (!in_headers_) return poll_for(POLLIN, read_timeout_) > 0;
         const auto until = Clock::now() + read_timeout_;
         while (true) {
-            if (listener_.load() == INVALID_SOCKET) return false;
             const auto now = Clock::now();
-            if (now >= header_deadline_) {
-                expired_ = true;
+            if (now >= header_deadline_ || listener_.load() == INVALID_SOCKET) {
+                cut_ = true;
                 return false;
             }
             if (now >= until) return false;
@@ -307,7 +305,7 @@ private:
     std::array<char, 4096> buf_{};
     size_t off_ = 0, len_ = 0;
     bool in_headers_ = false;
-    mutable bool expired_ = false;
+    mutable bool cut_ = false;
     Clock::time_point header_deadline_ = Clock::time_point::max();
 };
 
@@ -327,7 +325,7 @@ bool HttpServer::process_and_close_socket(socket_t sock) {
             bool closed = false;
             ret = process_request(strm, left == 1, closed, [&](httplib::Request&) { strm.end_headers(); });
             strm.end_headers();
-            if (!ret || closed || strm.expired()) break;
+            if (!ret || closed || strm.cut()) break;
         }
     }
     ::shutdown(sock, SHUT_RDWR);
