@@ -192,7 +192,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-Clock::duration from_timeval(time_t sec, time_t usec) { return std::chrono::seconds(sec) + std::chrono::microseconds(usec); }
+Clock::duration from_timeval(time_t sec, time_t usec) {
+    return std::chrono::seconds(sec) + std::chrono::microseconds(usec);
+}
 
 // One connection's socket as an httplib::Stream, for every request on it
 // (so bytes of a pipelined request read ahead into the buffer are kept).
