@@ -415,7 +415,7 @@ int cmd_serve(int argc, char** argv) {
         ->check(CLI::NonNegativeNumber);
     app.add_option("-t,--threads", threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
     // Limits for a server facing clients nobody controls.
-    int max_body_mb = 16, read_timeout = 10, idle_timeout = 5, shutdown_grace = 5;
+    int max_body_mb = 16, read_timeout = 10, header_timeout = 10, idle_timeout = 5, shutdown_grace = 5;
     int max_tokens = 4096;
     sopts.request_timeout_s = 600;
     app.add_option("--max-body-mb", max_body_mb, "largest request body in MiB; a larger one gets 413 (default 16)")
@@ -433,12 +433,19 @@ int cmd_serve(int argc, char** argv) {
                    "seconds a client may send nothing while its request's headers or body are read, or read "
                    "nothing of its response, before it is dropped (default 10)")
         ->check(CLI::Range(1, 3600));
+    app.add_option("--header-timeout", header_timeout,
+                   "seconds a client has, from the first byte of a request, to send its request line and "
+                   "headers, however steadily it trickles them; then the connection is closed unanswered "
+                   "(default 10)")
+        ->check(CLI::Range(1, 3600));
     app.add_option("--idle-timeout", idle_timeout,
                    "seconds an open connection may wait without a request before it is closed (default 5)")
         ->check(CLI::Range(1, 3600));
     app.add_option("--shutdown-grace", shutdown_grace,
                    "on SIGTERM/SIGINT: seconds running requests get to finish (waiting ones are cancelled at "
-                   "once) before the rest are cancelled; a second signal cancels at once (default 5)")
+                   "once) before the rest are cancelled, and the exit status is 0; a second signal cancels "
+                   "them at once, and the exit status is 128 + its number (130 SIGINT, 143 SIGTERM); either "
+                   "way stderr names the requests finished and cancelled (default 5)")
         ->check(CLI::Range(0, 3600));
     try {
         app.parse(argc, argv);
@@ -511,7 +518,7 @@ int cmd_serve(int argc, char** argv) {
     server::BatchScheduler sched(*engine, draft_engine, sopts, metrics);
     const size_t max_body = (size_t)max_body_mb << 20;
     Server srv(*engine, sched, metrics, info, api_key, max_body);
-    httplib::Server http;
+    server::HttpServer http;
     srv.install(http);
     // Every waiting or running request holds a worker thread; leave room for
     // /health, /metrics and the 429 answers themselves.
@@ -520,9 +527,11 @@ int cmd_serve(int argc, char** argv) {
     // A stated Content-Length over the limit: httplib answers 413 (the body
     // reader, server::read_body, applies the same limit to chunked bodies).
     http.set_payload_max_length(max_body);
-    // Per read, not per request (httplib 0.11.4 has no total deadline): a
-    // stalled client frees its thread, one that trickles bytes does not.
+    // Per read: a stalled client frees its thread. One that trickles header
+    // bytes meets the header deadline (server::HttpServer); a body or a
+    // response has only the per-read and per-write limits.
     http.set_read_timeout(read_timeout);
+    http.set_header_timeout(std::chrono::seconds(header_timeout));
     http.set_write_timeout(read_timeout);  // a client that stops reading its stream is dropped
     http.set_keep_alive_timeout(idle_timeout);
     http.set_keep_alive_max_count(1000);
@@ -552,8 +561,15 @@ int cmd_serve(int argc, char** argv) {
                      g_last_signal.load() == SIGINT ? "SIGINT" : "SIGTERM", shutdown_grace);
         std::fflush(stderr);
         sched.begin_shutdown(Clock::now() + std::chrono::seconds(shutdown_grace));
+        bool forced = false;
         while (!sched.done()) {
-            if (g_signals.load() > 1) sched.begin_shutdown(Clock::now());
+            if (!forced && g_signals.load() > 1) {
+                forced = true;
+                std::fprintf(stderr, "specdec serve: %s again: cancelling running requests now\n",
+                             g_last_signal.load() == SIGINT ? "SIGINT" : "SIGTERM");
+                std::fflush(stderr);
+                sched.begin_shutdown(Clock::now());
+            }
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
         }
         const server::ShutdownReport r = sched.stop();
@@ -582,6 +598,9 @@ int cmd_serve(int argc, char** argv) {
     serving_done.store(true);
     watcher.join();
     sched.stop();  // idempotent; fails whatever is left
+    // A second signal: the shell's status for "ended by that signal", so that
+    // a supervisor can tell a forced stop from a graceful one.
+    if (g_signals.load() > 1) return 128 + g_last_signal.load();
     return ok || g_signals.load() > 0 ? 0 : 1;
 }
 

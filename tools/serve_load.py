@@ -16,7 +16,8 @@ build/release/specdec; a packaged model by name, -m, and optionally a draft,
     over the methods and sampling settings, and faults: a client that hangs
     up mid-stream, malformed JSON, max_tokens over the server's cap, a body
     over --max-body-mb (with Content-Length, and chunked), a body that stalls
-    half-way, a connection that opens and never sends. Half-way, a burst of
+    half-way, a connection that opens and never sends, one that trickles its
+    headers a byte at a time and never ends them. Half-way, a burst of
     max-queue + max-batch + 16 requests at once;
  4. after the load: the server must become idle (no active or queued request,
     KV usage 0), its anonymous RSS less the KV pages in RAM
@@ -281,7 +282,8 @@ class ServerProc:
                "--threads", str(args.threads), "--max-batch", str(args.max_batch), "--max-queue",
                str(args.max_queue), "--max-body-mb", str(args.max_body_mb), "--max-tokens", str(args.max_tokens),
                "--request-timeout", str(args.request_timeout), "--read-timeout", str(args.read_timeout),
-               "--idle-timeout", str(args.idle_timeout), "--shutdown-grace", str(args.shutdown_grace)]
+               "--header-timeout", str(args.header_timeout), "--idle-timeout", str(args.idle_timeout),
+               "--shutdown-grace", str(args.shutdown_grace)]
         if args.draft:
             cmd += ["-d", args.draft]
         if args.api_key:
@@ -543,20 +545,21 @@ class Load:
             reader, writer = await asyncio.open_connection(HOST, self.port)
             try:
                 head = f"POST {path} HTTP/1.1\r\nHost: {HOST}\r\n{auth}Content-Type: application/json\r\n"
-                if chunked:
-                    writer.write((head + "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n").encode())
-                    for i in range(0, len(filler), 65536):
-                        part = filler[i:i + 65536]
-                        writer.write(b"%x\r\n" % len(part) + part + b"\r\n")
-                        await writer.drain()
-                    writer.write(b"0\r\n\r\n")
-                else:
-                    writer.write((head + f"Content-Length: {len(filler)}\r\nConnection: close\r\n\r\n").encode())
-                    writer.write(filler)
                 try:
+                    if chunked:
+                        writer.write((head + "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n").encode())
+                        for i in range(0, len(filler), 65536):
+                            part = filler[i:i + 65536]
+                            writer.write(b"%x\r\n" % len(part) + part + b"\r\n")
+                            await writer.drain()
+                        writer.write(b"0\r\n\r\n")
+                    else:
+                        writer.write((head + f"Content-Length: {len(filler)}\r\nConnection: close\r\n\r\n")
+                                     .encode())
+                        writer.write(filler)
                     await writer.drain()
                 except ConnectionError:
-                    pass  # the server may answer and stop reading first
+                    pass  # the server may answer and stop reading first: read its answer
                 ans = Answer()
                 ans.status, ans.headers = await read_head(reader)
                 ans.body = await reader.readexactly(int(ans.headers.get("content-length", "0")))
@@ -627,6 +630,43 @@ class Load:
             writer.close()
         return "idle_closed"
 
+    async def trickle(self, rng: random.Random) -> str:
+        """Sends a request's headers a byte at a time, each well within the read
+        timeout, and never ends them (slowloris): the server must close the
+        connection unanswered at its --header-timeout rather than hold it."""
+        every = self.a.read_timeout / 3
+        # Under load the connection may first wait for a worker thread.
+        limit = self.a.header_timeout + 30
+        reader, writer = await asyncio.open_connection(HOST, self.port)
+        t0 = time.monotonic()
+        try:
+            auth = f"Authorization: Bearer {self.a.api_key}\r\n" if self.a.api_key else ""
+            writer.write(f"POST /v1/chat/completions HTTP/1.1\r\nHost: {HOST}\r\n{auth}X-Slow: ".encode())
+            await writer.drain()
+            while True:
+                try:
+                    data = await asyncio.wait_for(reader.read(4096), every)
+                except asyncio.TimeoutError:
+                    if time.monotonic() - t0 > limit:
+                        self.hangs += 1
+                        self.fail("hang", f"trickling client still connected after {limit} s")
+                        break
+                    writer.write(b"a")
+                    await writer.drain()
+                    continue
+                if data:
+                    self.fail("unexpected", f"trickling client got an answer {data[:80]!r}")
+                break  # closed
+        except ConnectionError:
+            pass  # reset: closed too
+        finally:
+            writer.close()
+        took = time.monotonic() - t0
+        # The server's deadline starts at the first byte it reads, after this t0.
+        if took < self.a.header_timeout - 0.5:
+            self.fail("unexpected", f"trickling client closed after {took:.1f} s, before --header-timeout")
+        return "header_closed"
+
     # -- the clients
     def pick(self, rng: random.Random) -> tuple[Spec, str | None, int | None]:
         if rng.random() < 0.8:
@@ -642,7 +682,7 @@ class Load:
     async def client(self, cid: int, end: float) -> None:
         rng = random.Random(self.a.seed * 7919 + cid)
         actions = [("stream", 70), ("nonstream", 8), ("abandon", 6), ("malformed", 4), ("over_cap", 3),
-                   ("oversized", 2), ("stall", 3), ("idle", 4)]
+                   ("oversized", 2), ("stall", 3), ("idle", 4), ("trickle", 3)]
         names, weights = zip(*actions)
         faults = [n for n in names if n not in ("stream", "nonstream")]
         first = True
@@ -1017,6 +1057,8 @@ def main() -> int:
     ap.add_argument("--max-tokens", type=int, default=256, help="the server's max_tokens cap")
     ap.add_argument("--request-timeout", type=float, default=300, help="the server's per-request timeout")
     ap.add_argument("--read-timeout", type=int, default=3, help="the server's read timeout (stalled bodies)")
+    ap.add_argument("--header-timeout", type=int, default=4,
+                    help="the server's header deadline (clients trickling their headers)")
     ap.add_argument("--idle-timeout", type=int, default=3, help="the server's idle-connection timeout")
     ap.add_argument("--shutdown-grace", type=int, default=3, help="the server's shutdown grace")
     ap.add_argument("--client-timeout", type=float, default=360, help="a client waiting longer has hung")

@@ -5,8 +5,15 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <climits>
 #include <cstdlib>
+#include <cstring>
 
 #include "server/openai_protocol.h"
 
@@ -179,6 +186,153 @@ std::string http_error_json(int status) {
             if (status >= 500) type = "server_error";
     }
     return dump(error_json(ApiError(status, message, "", code, type)));
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Clock::duration from_timeval(time_t sec, time_t usec) {
+    return std::chrono::seconds(sec) + std::chrono::microseconds(usec);
+}
+
+// One connection's socket as an httplib::Stream, for every request on it
+// (so bytes of a pipelined request read ahead into the buffer are kept).
+// What httplib's own SocketStream does, plus the header phase: between
+// begin_headers() and end_headers(), a read also fails at the deadline or
+// once the listener is closed; then cut() is true and writes fail too, so
+// that httplib's "400 malformed request" for the cut-off headers is not sent.
+class ConnectionStream final : public httplib::Stream {
+public:
+    ConnectionStream(int sock, const std::atomic<socket_t>& listener, Clock::duration read_timeout,
+                     Clock::duration write_timeout)
+        : sock_(sock), listener_(listener), read_timeout_(read_timeout), write_timeout_(write_timeout) {}
+
+    // Waits up to `idle` for the next request's first byte; false when none
+    // came, the peer closed or the listener was closed meanwhile.
+    bool await_request(Clock::duration idle) {
+        if (off_ < len_) return true;
+        const auto until = Clock::now() + idle;
+        while (listener_.load() != INVALID_SOCKET) {
+            const auto now = Clock::now();
+            if (now >= until) return false;
+            const int r = poll_for(POLLIN, std::min<Clock::duration>(until - now, kSlice));
+            if (r != 0) return r > 0;
+        }
+        return false;
+    }
+    void begin_headers(Clock::duration timeout) {
+        in_headers_ = true;
+        header_deadline_ = timeout > Clock::duration::zero() ? Clock::now() + timeout : Clock::time_point::max();
+    }
+    void end_headers() { in_headers_ = false; }
+    // The header deadline or a stop cut this connection's current request off.
+    bool cut() const { return cut_; }
+
+    bool is_readable() const override { return off_ < len_ || wait_readable(); }
+    bool is_writable() const override { return !cut_ && poll_for(POLLOUT, write_timeout_) > 0 && !peer_closed(sock_); }
+
+    ssize_t read(char* ptr, size_t size) override {
+        if (off_ == len_) {
+            if (!wait_readable()) return -1;
+            ssize_t n;
+            do n = ::recv(sock_, buf_.data(), buf_.size(), 0);
+            while (n < 0 && errno == EINTR);
+            if (n <= 0) return n;
+            off_ = 0;
+            len_ = (size_t)n;
+        }
+        const size_t n = std::min(size, len_ - off_);
+        std::memcpy(ptr, buf_.data() + off_, n);
+        off_ += n;
+        return (ssize_t)n;
+    }
+
+    ssize_t write(const char* ptr, size_t size) override {
+        if (!is_writable()) return -1;
+        ssize_t n;
+        do n = ::send(sock_, ptr, size, MSG_NOSIGNAL);
+        while (n < 0 && errno == EINTR);
+        return n;
+    }
+
+    void get_remote_ip_and_port(std::string& ip, int& port) const override { address(::getpeername, ip, port); }
+    void get_local_ip_and_port(std::string& ip, int& port) const override { address(::getsockname, ip, port); }
+    socket_t socket() const override { return sock_; }
+
+private:
+    // The header phase polls in slices this long, to see a closed listener.
+    static constexpr Clock::duration kSlice = std::chrono::milliseconds(100);
+
+    // poll() for `events` up to `d`: > 0 ready, 0 timed out, < 0 error.
+    int poll_for(short events, Clock::duration d) const {
+        const auto ms = std::chrono::ceil<std::chrono::milliseconds>(d).count();
+        pollfd p{sock_, events, 0};
+        int r;
+        do r = ::poll(&p, 1, (int)std::clamp<int64_t>(ms, 0, INT_MAX));
+        while (r < 0 && errno == EINTR);
+        return r;
+    }
+
+    // Readable within the read timeout (and, in the header phase, before the
+    // deadline and while the listener is open).
+    bool wait_readable() const {
+        if (!in_headers_) return poll_for(POLLIN, read_timeout_) > 0;
+        const auto until = Clock::now() + read_timeout_;
+        while (true) {
+            const auto now = Clock::now();
+            if (now >= header_deadline_ || listener_.load() == INVALID_SOCKET) {
+                cut_ = true;
+                return false;
+            }
+            if (now >= until) return false;
+            const int r = poll_for(POLLIN, std::min({until - now, header_deadline_ - now, kSlice}));
+            if (r != 0) return r > 0;
+        }
+    }
+
+    template <class Get>
+    void address(Get get, std::string& ip, int& port) const {
+        sockaddr_storage ss{};
+        socklen_t len = sizeof ss;
+        if (get(sock_, reinterpret_cast<sockaddr*>(&ss), &len) != 0 || !host_port(ss, len, ip, port)) {
+            ip.clear();
+            port = -1;
+        }
+    }
+
+    const int sock_;
+    const std::atomic<socket_t>& listener_;
+    const Clock::duration read_timeout_, write_timeout_;
+    std::array<char, 4096> buf_{};
+    size_t off_ = 0, len_ = 0;
+    bool in_headers_ = false;
+    mutable bool cut_ = false;
+    Clock::time_point header_deadline_ = Clock::time_point::max();
+};
+
+}  // namespace
+
+// httplib's own loop (process_server_socket in 0.11.4) with the header phase
+// marked: process_request calls its setup_request hook right after it has
+// parsed the headers, before routing.
+bool HttpServer::process_and_close_socket(socket_t sock) {
+    bool ret = false;
+    {
+        ConnectionStream strm(sock, svr_sock_, from_timeval(read_timeout_sec_, read_timeout_usec_),
+                              from_timeval(write_timeout_sec_, write_timeout_usec_));
+        for (size_t left = keep_alive_max_count_; left > 0; --left) {
+            if (!strm.await_request(std::chrono::seconds(keep_alive_timeout_sec_))) break;
+            strm.begin_headers(header_timeout_);
+            bool closed = false;
+            ret = process_request(strm, left == 1, closed, [&](httplib::Request&) { strm.end_headers(); });
+            strm.end_headers();
+            if (!ret || closed || strm.cut()) break;
+        }
+    }
+    ::shutdown(sock, SHUT_RDWR);
+    ::close(sock);
+    return ret;
 }
 
 }  // namespace specdec::server

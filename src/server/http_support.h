@@ -1,11 +1,13 @@
-// What `specdec serve` adds around Debian's cpp-httplib (0.11.4): a thread
-// pool that grows on demand up to a bound, a "has this request's client hung
-// up?" check, a request body reader with a size limit, and OpenAI-shaped
-// bodies for the errors httplib answers itself.
+// What `specdec serve` adds around Debian's cpp-httplib (0.11.4): a server
+// with a total deadline on each request's headers, a thread pool that grows
+// on demand up to a bound, a "has this request's client hung up?" check, a
+// request body reader with a size limit, and OpenAI-shaped bodies for the
+// errors httplib answers itself.
 #pragma once
 
 #include <httplib.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -15,6 +17,35 @@
 #include <vector>
 
 namespace specdec::server {
+
+// httplib::Server with a total deadline on each request's line and headers.
+// httplib 0.11.4 has only a per-read timeout (set_read_timeout), which every
+// byte resets: a client that sends a header byte every few seconds and never
+// ends its headers holds a worker thread for as long as it likes, and enough
+// of them hold every worker (slowloris). This server runs the connection's
+// keep-alive loop itself (process_and_close_socket, httplib's override
+// point) over a socket stream of its own whose reads, until httplib has
+// parsed the headers, also end at the deadline; the connection is then
+// closed without an answer. The body and the response keep httplib's
+// per-read and per-write timeouts. Everything else (keep-alive count and
+// timeout, read and write timeouts, request parsing, routing) is httplib's,
+// configured as usual. Once stop() has closed the listener, a connection
+// waiting for its next request, or still sending headers, is closed at once
+// rather than at its timeout, so that a shutdown is not held up by clients
+// that have not asked for anything yet.
+class HttpServer : public httplib::Server {
+public:
+    // From a request's first byte to the end of its headers; zero or less: no deadline.
+    HttpServer& set_header_timeout(std::chrono::milliseconds t) {
+        header_timeout_ = t;
+        return *this;
+    }
+
+private:
+    bool process_and_close_socket(socket_t sock) override;
+
+    std::chrono::milliseconds header_timeout_{10000};
+};
 
 // httplib::TaskQueue with at most `max_threads` workers, started only when a
 // connection arrives and none is idle (httplib's ThreadPool starts all of

@@ -3,7 +3,8 @@
 16 streaming clients for 30 s on the default (CI) model drafting for itself
 (-d with the same file, so chain, tree and ssd run too), every fault kind
 (hang-ups mid-stream, malformed and oversized bodies, max_tokens over the cap,
-stalled bodies, idle connections, a burst over --max-queue), then the idle,
+stalled bodies, idle connections, headers trickled a byte at a time, a burst
+over --max-queue), then the idle,
 RSS, /metrics and SIGTERM checks. About 1.5 minutes on 2 cores (4 prompts:
 16 references first); the full run
 (64 clients, minutes) is documented in README.md.
@@ -43,7 +44,8 @@ def test_serve_load_small(tmp_path):
     assert res["greedy_checked"] > 0 and res["completed"] > 0
     # Every fault kind happened and was answered as it should be.
     kinds = res["errors_by_kind"]
-    for k in ["abandoned", "bad_request", "over_cap", "too_large", "stalled", "idle_closed", "queue_full"]:
+    for k in ["abandoned", "bad_request", "over_cap", "too_large", "stalled", "idle_closed", "header_closed",
+              "queue_full"]:
         assert kinds.get(k, 0) > 0, (k, kinds)
     assert res["metrics_agree"]
     assert res["shutdown"]["exit_code"] == 0 and res["shutdown"]["cancelled"] > 0

@@ -856,3 +856,110 @@ def test_sigterm_finishes_or_cancels_and_reports():
         assert len(cancelled) >= 1 and "1 waiting cancelled" in report, report
     finally:
         s.stop()
+
+
+def trickle_headers(port: int, every: float, give_up: float) -> tuple[float | None, bytes]:
+    """Sends a request line, then one header byte every `every` s, never ending
+    the headers. Returns the seconds until the server closed the connection
+    (None: still open at `give_up`) and whatever the server sent."""
+    got = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        t0 = time.monotonic()
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        s.settimeout(every)
+        while time.monotonic() - t0 < give_up:
+            try:
+                s.sendall(b"a")
+                chunk = s.recv(4096)
+                if not chunk:
+                    return time.monotonic() - t0, got
+                got += chunk
+            except socket.timeout:
+                continue
+            except OSError:  # reset: closed
+                return time.monotonic() - t0, got
+    return None, got
+
+
+def test_header_timeout_closes_trickling_clients_and_spares_others():
+    """--header-timeout is a total deadline: clients trickling a header byte
+    every 0.5 s (each byte would reset the 10 s --read-timeout) are closed
+    unanswered after 2 s, while normal requests meanwhile are served."""
+    s = Server("--header-timeout", "2", "--read-timeout", "10", "--max-batch", "2", api_key=None)
+    try:
+        with ThreadPoolExecutor(4) as ex:
+            tricklers = [ex.submit(trickle_headers, s.port, 0.5, 12) for _ in range(4)]
+            time.sleep(0.3)
+            t0 = time.monotonic()
+            for _ in range(3):
+                assert s.health()["status"] == "ok"
+            r = s.client().chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}],
+                                                   max_tokens=4, temperature=0)
+            assert r.choices[0].message.content and time.monotonic() - t0 < 10
+            for f in tricklers:
+                closed_after, got = f.result(timeout=30)
+                assert closed_after is not None, "a trickling client was still connected after 12 s"
+                assert 1.9 <= closed_after < 2 + 2.5, closed_after
+                assert got == b"", got[:200]
+        assert s.health()["status"] == "ok"
+    finally:
+        s.stop()
+    out = subprocess.run([str(BIN), "serve", "--help"], capture_output=True, text=True, timeout=30)
+    assert "--header-timeout" in out.stdout
+
+
+def test_second_signal_cancels_at_once_and_reports():
+    """SIGTERM with a long stream running and a 60 s grace: the stream goes on;
+    a SIGINT then cancels it at once (a shutting_down error event), although
+    a client is still trickling headers; stderr names it as cancelled and the
+    exit status is 128 + SIGINT."""
+    s = Server("--max-batch", "2", "--shutdown-grace", "60", "--header-timeout", "30", api_key=None)
+    events: list[tuple[float, dict]] = []
+    first = threading.Event()
+
+    def stream() -> None:
+        body = json.dumps({"model": MODEL, "prompt": "Count from one to one thousand: one, two, three,",
+                           "max_tokens": 480, "temperature": 0, "stream": True})
+        conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=60)
+        conn.request("POST", "/v1/completions", body=body, headers={"Content-Type": "application/json"})
+        r = conn.getresponse()
+        assert r.status == 200
+        for line in r:
+            if line.startswith(b"data: {"):
+                events.append((time.monotonic(), json.loads(line[6:])))
+                first.set()
+        conn.close()
+
+    try:
+        with ThreadPoolExecutor(2) as ex:
+            fut = ex.submit(stream)
+            trickler = ex.submit(trickle_headers, s.port, 0.5, 40)
+            assert first.wait(60), "no token within 60 s"
+            s.proc.send_signal(signal.SIGTERM)
+            time.sleep(1.0)
+            n_at_second = len(events)
+            assert not any("error" in e or e["choices"][0].get("finish_reason") for _, e in events), \
+                "the stream ended before the second signal: make it longer"
+            t_second = time.monotonic()
+            s.proc.send_signal(signal.SIGINT)
+            fut.result(timeout=30)
+            rc = s.proc.wait(timeout=30)
+            t_exit = time.monotonic()
+            closed_after, got = trickler.result(timeout=30)
+        # The grace went on between the signals: tokens kept coming.
+        assert n_at_second >= 2, n_at_second
+        t_err, last = events[-1]
+        assert last.get("error", {}).get("code") == "shutting_down", last
+        assert t_err - t_second < 5, t_err - t_second
+        assert t_exit - t_second < 10, t_exit - t_second
+        # Closed by the stop, unanswered, long before its 30 s header deadline.
+        assert closed_after is not None and closed_after < 20 and got == b"", (closed_after, got[:200])
+        assert rc == 128 + signal.SIGINT, rc
+        s.log.seek(0)
+        log = s.log.read()
+        assert "SIGINT again: cancelling running requests now" in log, log
+        report = next(l for l in log.splitlines() if "specdec serve: shutdown:" in l)
+        rid = events[0][1]["id"]
+        assert f"1 running cancelled ({rid})" in report and "0 running finished" in report, report
+    finally:
+        s.stop()

@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -26,9 +27,11 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// httplib::Server listening on 127.0.0.1:<any port> in a thread.
-struct LiveServer {
-    httplib::Server http;
+// A server listening on 127.0.0.1:<any port> in a thread: specdec's
+// HttpServer (what `specdec serve` runs), or httplib's own to compare.
+template <class Http>
+struct BasicLiveServer {
+    Http http;
     std::thread thread;
     int port = -1;
 
@@ -39,11 +42,13 @@ struct LiveServer {
         thread = std::thread([this] { http.listen_after_bind(); });
         for (int i = 0; i < 200 && !http.is_running(); ++i) std::this_thread::sleep_for(5ms);
     }
-    ~LiveServer() {
-        http.stop();
+    ~BasicLiveServer() { stop(); }
+    void stop() {
+        if (http.is_running()) http.stop();
         if (thread.joinable()) thread.join();
     }
 };
+using LiveServer = BasicLiveServer<HttpServer>;
 
 int connect_to(int port) {
     const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -165,7 +170,10 @@ namespace {
 
 // A body reader with a 1000-byte limit behind POST /body: "ok <size>", or the
 // ApiError's status and code.
-struct BodyServer : LiveServer {
+template <class Http = HttpServer>
+struct BodyServer : BasicLiveServer<Http> {
+    using BasicLiveServer<Http>::http;
+    using BasicLiveServer<Http>::port;
     BodyServer() {
         http.set_payload_max_length(1000);  // as cmd_serve: the same limit for a stated Content-Length
         http.set_read_timeout(1);
@@ -178,7 +186,7 @@ struct BodyServer : LiveServer {
                 res.set_content(e.code, "text/plain");
             }
         });
-        start();
+        this->start();
     }
     // Sends `raw`, returns what comes back until the answer's body ends (or 5 s).
     std::string exchange(const std::string& raw, const std::string& until) {
@@ -208,7 +216,7 @@ std::string chunked(const std::vector<size_t>& sizes) {
 }  // namespace
 
 TEST(ServerHttp, BodyLimitAppliesToStatedAndChunkedLengths) {
-    BodyServer s;
+    BodyServer<> s;
     // Within the limit, stated or chunked.
     EXPECT_NE(s.exchange(post("Content-Length: 1000\r\n", std::string(1000, 'a')), "ok 1000").find("ok 1000"),
               std::string::npos);
@@ -225,7 +233,7 @@ TEST(ServerHttp, BodyLimitAppliesToStatedAndChunkedLengths) {
 }
 
 TEST(ServerHttp, StalledBodyAndMultipartAreClearErrors) {
-    BodyServer s;
+    BodyServer<> s;
     // 10 bytes of 100, then silence: 400 after the 1 s read timeout, not a held thread.
     const auto t0 = std::chrono::steady_clock::now();
     const std::string got = s.exchange(post("Content-Length: 100\r\n", std::string(10, 'a')), "incomplete_body");
@@ -236,4 +244,159 @@ TEST(ServerHttp, StalledBodyAndMultipartAreClearErrors) {
     const std::string mp = s.exchange(
         post("Content-Type: multipart/form-data; boundary=xx\r\nContent-Length: 4\r\n", "--xx"), "unsupported");
     EXPECT_NE(mp.find("HTTP/1.1 415"), std::string::npos) << mp;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// A client that sends a request line and then one header byte every 200 ms,
+// never ending its headers, until the server closes the connection or
+// `give_up` passes. Returns the seconds until the close (or -1 when it was
+// still open at give_up) and in `answer` whatever the server sent.
+double trickle(int port, double give_up, std::string& answer) {
+    const int c = connect_to(port);
+    if (c < 0) return -2;
+    const auto t0 = Clock::now();
+    const std::string start = "GET /ok HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+    ::send(c, start.data(), start.size(), MSG_NOSIGNAL);
+    while (since(t0) < give_up) {
+        if (::send(c, "a", 1, MSG_NOSIGNAL) != 1) break;  // reset: closed
+        pollfd p{c, POLLIN, 0};
+        if (::poll(&p, 1, 200) > 0) {
+            char buf[512];
+            const ssize_t n = ::recv(c, buf, sizeof buf, 0);
+            if (n <= 0) break;  // closed
+            answer.append(buf, (size_t)n);
+        }
+    }
+    const double t = since(t0);
+    ::close(c);
+    return t < give_up ? t : -1;
+}
+
+// Sends one request on `c`, returns the answer up to its body "ok"/"slow".
+std::string ask(int c, const std::string& path, const std::string& until) {
+    send_str(c, "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n");
+    return recv_until(c, until);
+}
+
+template <class Http>
+void serve_ok_and_slow(BasicLiveServer<Http>& s) {
+    s.http.set_read_timeout(5);  // longer than the deadline: only the deadline can end a trickle
+    s.http.set_keep_alive_timeout(5);
+    s.http.Get("/ok", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok", "text/plain"); });
+    s.http.Get("/slow", [](const httplib::Request&, httplib::Response& res) {
+        std::this_thread::sleep_for(2500ms);  // past the header deadline: the handler is not cut short
+        res.set_content("slow", "text/plain");
+    });
+    s.start();
+}
+
+}  // namespace
+
+TEST(ServerHttp, HeaderDeadlineClosesATricklingClientAndSparesOthers) {
+    LiveServer s;
+    s.http.set_header_timeout(1500ms);
+    serve_ok_and_slow(s);
+    std::vector<std::thread> tricklers;
+    std::vector<double> closed_after(3, -3);
+    std::vector<std::string> answers(3);
+    for (int i = 0; i < 3; ++i)
+        tricklers.emplace_back([&, i] { closed_after[i] = trickle(s.port, 8.0, answers[i]); });
+    // Meanwhile normal clients are answered at once, and a request whose
+    // handler runs past the deadline, then a second on the same kept-alive
+    // connection 1 s later, are answered too: the deadline covers a
+    // request's headers only, counted from its own first byte.
+    std::this_thread::sleep_for(300ms);
+    for (int i = 0; i < 5; ++i) {
+        const int c = connect_to(s.port);
+        ASSERT_GE(c, 0);
+        const auto t0 = Clock::now();
+        const std::string got = ask(c, "/ok", "ok");
+        EXPECT_LT(since(t0), 1.0);
+        EXPECT_NE(got.find("HTTP/1.1 200"), std::string::npos) << got;
+        ::close(c);
+    }
+    const int c = connect_to(s.port);
+    ASSERT_GE(c, 0);
+    EXPECT_NE(ask(c, "/slow", "slow").find("HTTP/1.1 200"), std::string::npos);
+    std::this_thread::sleep_for(1000ms);
+    EXPECT_NE(ask(c, "/ok", "ok").find("HTTP/1.1 200"), std::string::npos);
+    ::close(c);
+    for (auto& t : tricklers) t.join();
+    for (int i = 0; i < 3; ++i) {
+        EXPECT_GE(closed_after[i], 1.4) << i;  // not before the deadline
+        EXPECT_LT(closed_after[i], 3.0) << i;  // 1.5 s deadline + slack, well under the 5 s read timeout
+        EXPECT_EQ(answers[i], "") << i;        // closed unanswered
+    }
+}
+
+TEST(ServerHttp, WithoutTheDeadlineATricklerStaysConnected) {
+    // The same client against httplib's own server (per-read timeout only)
+    // is still connected when the deadline above would have closed it twice over.
+    BasicLiveServer<httplib::Server> s;
+    serve_ok_and_slow(s);
+    std::string answer;
+    EXPECT_EQ(trickle(s.port, 3.5, answer), -1);
+}
+
+TEST(ServerHttp, StopDoesNotWaitForClientsThatHaveNotAsked) {
+    // A client mid-headers (deadline 30 s) and one idle on a kept-alive
+    // connection (idle timeout 5 s) do not hold a stop up.
+    LiveServer s;
+    s.http.set_header_timeout(30s);
+    serve_ok_and_slow(s);
+    std::string answer;
+    double closed_after = 0;
+    std::thread trickler([&] { closed_after = trickle(s.port, 20.0, answer); });
+    const int idle = connect_to(s.port);
+    ASSERT_GE(idle, 0);
+    EXPECT_NE(ask(idle, "/ok", "ok").find("HTTP/1.1 200"), std::string::npos);
+    std::this_thread::sleep_for(500ms);
+    const auto t0 = Clock::now();
+    s.stop();
+    EXPECT_LT(since(t0), 1.5);
+    trickler.join();
+    EXPECT_GT(closed_after, 0);
+    EXPECT_LT(closed_after, 3.0);
+    EXPECT_EQ(answer, "");  // closed unanswered, not a misleading 400
+    char b;
+    EXPECT_EQ(::recv(idle, &b, 1, 0), 0);  // the idle connection was closed
+    ::close(idle);
+}
+
+namespace {
+
+// A client that sends a 4 MiB chunked body (over the 1000-byte limit) in
+// full, as most clients do before they read, then reads the answer.
+template <class Http>
+std::string send_all_then_read(BodyServer<Http>& s) {
+    const int c = connect_to(s.port);
+    if (c < 0) return "no connection";
+    const std::string raw = post("Transfer-Encoding: chunked\r\n", chunked(std::vector<size_t>(64, 65536)));
+    for (size_t off = 0; off < raw.size();) {
+        const ssize_t n = ::send(c, raw.data() + off, raw.size() - off, MSG_NOSIGNAL);
+        if (n <= 0) break;  // reset by the server
+        off += (size_t)n;
+    }
+    std::string got = recv_until(c, "payload_too_large");
+    ::close(c);
+    return got;
+}
+
+}  // namespace
+
+TEST(ServerHttp, AnAnswerBeforeTheBodyEndsReachesTheClient) {
+    // The body reader answers 413 once the limit is passed, with most of the
+    // body unread, and the server closes: a client still sending (its writes
+    // then fail) still reads its 413. (tools/serve_load.py's oversized client
+    // once took the failed write for a lost answer.)
+    BodyServer<> s;
+    for (int i = 0; i < 5; ++i) {
+        const std::string got = send_all_then_read(s);
+        EXPECT_NE(got.find("HTTP/1.1 413"), std::string::npos) << i << ": " << got.substr(0, 200);
+    }
 }
