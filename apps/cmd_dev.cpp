@@ -11,7 +11,8 @@
 // Output: int32 n_levels, uint64 act_row_bytes, the n_tok activation rows
 // quantized to the weight's dot type (quantize_act_row, act_row_bytes each),
 // then for each ISA level 0 (scalar) .. n_levels-1 the product y (n_tok, n_rows)
-// of matmul at that level on a 1-thread pool.
+// of matmul at that level on a 1-thread pool, then the n_rows weight rows
+// dequantized (dequantize_row, n_in floats each).
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -90,6 +91,11 @@ int kernel_dump(const std::string& in_path, const std::string& out_path) {
     }
     if (was_forced) force_isa(saved);
     else unforce_isa();
+    std::vector<float> deq((size_t)n_in);
+    for (int64_t r = 0; r < n_rows; ++r) {
+        dequantize_row(type, w.data() + (size_t)r * row_bytes, deq.data(), n_in);
+        out.write(reinterpret_cast<const char*>(deq.data()), (std::streamsize)(deq.size() * sizeof(float)));
+    }
     SPECDEC_CHECK(out.good(), "cannot write ", out_path);
     return 0;
 }

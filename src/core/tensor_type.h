@@ -24,6 +24,7 @@ enum class TensorType : uint32_t {
     Q5_K = 13,
     Q6_K = 14,
     Q8_K = 15,
+    IQ4_NL = 20,
     I8 = 24,
     I16 = 25,
     I32 = 26,
@@ -55,6 +56,7 @@ inline TensorTypeTraits tensor_type_traits(uint32_t t) {
         case 13: return {"Q5_K", 256, 176, true};
         case 14: return {"Q6_K", 256, 210, true};
         case 15: return {"Q8_K", 256, 292, true};
+        case 20: return {"IQ4_NL", 32, 18, true};
         // Sized so that a file using them can be read (and `specdec models
         // inspect` can say what it holds); no kernel runs them, and the weight
         // binder refuses them by name (kernels::is_supported_weight_type).
@@ -62,7 +64,6 @@ inline TensorTypeTraits tensor_type_traits(uint32_t t) {
         case 17: return {"IQ2_XS", 256, 74, true};
         case 18: return {"IQ3_XXS", 256, 98, true};
         case 19: return {"IQ1_S", 256, 50, true};
-        case 20: return {"IQ4_NL", 32, 18, true};
         case 21: return {"IQ3_S", 256, 110, true};
         case 22: return {"IQ2_S", 256, 82, true};
         case 23: return {"IQ4_XS", 256, 136, true};

@@ -127,6 +127,40 @@ void deq_q6_K(const BlockQ6_K* x, float* y, int64_t nb) {
     }
 }
 
+void deq_q2_K(const BlockQ2_K* x, float* y, int64_t nb) {
+    for (int64_t b = 0; b < nb; ++b, y += QK_K) {
+        const float d = fp16_to_fp32(x[b].d), dmin = fp16_to_fp32(x[b].dmin);
+        for (int e = 0; e < QK_K; ++e) {
+            const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+            const int q = (x[b].qs[32 * h + l] >> (2 * k)) & 3;
+            const uint8_t sc = x[b].scales[e / 16];
+            y[e] = d * (float)(sc & 0xF) * (float)q - dmin * (float)(sc >> 4);
+        }
+    }
+}
+
+void deq_q3_K(const BlockQ3_K* x, float* y, int64_t nb) {
+    for (int64_t b = 0; b < nb; ++b, y += QK_K) {
+        const float d = fp16_to_fp32(x[b].d);
+        for (int e = 0; e < QK_K; ++e) {
+            const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+            int q = (x[b].qs[32 * h + l] >> (2 * k)) & 3;
+            if (!((x[b].hmask[l] >> (4 * h + k)) & 1)) q -= 4;
+            y[e] = d * (float)q3_K_scale(x[b].scales, e / 16) * (float)q;
+        }
+    }
+}
+
+void deq_iq4_nl(const BlockIQ4_NL* x, float* y, int64_t nb) {
+    for (int64_t b = 0; b < nb; ++b, y += QK) {
+        const float d = fp16_to_fp32(x[b].d);
+        for (int j = 0; j < QK / 2; ++j) {
+            y[j] = d * (float)kIq4nlValues[x[b].qs[j] & 0xF];
+            y[j + QK / 2] = d * (float)kIq4nlValues[x[b].qs[j] >> 4];
+        }
+    }
+}
+
 }  // namespace
 
 bool is_supported_weight_type(TensorType type) {
@@ -141,7 +175,10 @@ bool is_supported_weight_type(TensorType type) {
         case TensorType::Q8_0:
         case TensorType::Q4_K:
         case TensorType::Q5_K:
-        case TensorType::Q6_K: return true;
+        case TensorType::Q6_K:
+        case TensorType::Q2_K:
+        case TensorType::Q3_K:
+        case TensorType::IQ4_NL: return true;
         default: return false;
     }
 }
@@ -174,6 +211,9 @@ void dequantize_row(TensorType type, const void* src, float* dst, int64_t n) {
         case TensorType::Q4_K: deq_q4_K(static_cast<const BlockQ4_K*>(src), dst, nb); break;
         case TensorType::Q5_K: deq_q5_K(static_cast<const BlockQ5_K*>(src), dst, nb); break;
         case TensorType::Q6_K: deq_q6_K(static_cast<const BlockQ6_K*>(src), dst, nb); break;
+        case TensorType::Q2_K: deq_q2_K(static_cast<const BlockQ2_K*>(src), dst, nb); break;
+        case TensorType::Q3_K: deq_q3_K(static_cast<const BlockQ3_K*>(src), dst, nb); break;
+        case TensorType::IQ4_NL: deq_iq4_nl(static_cast<const BlockIQ4_NL*>(src), dst, nb); break;
         default: break;
     }
 }

@@ -9,6 +9,9 @@
 //              elements 64c..64c+31 (sub-block 2c), high nibbles 64c+32.. (2c+1);
 //              Q5_K's 5th bit of element 64c+l (+32) is bit 2c (2c+1) of qh[l].
 //   Q6_K:      two halves of 128; see dequantize.cpp.
+//   Q2_K/Q3_K: two halves of 128; element 128h+32k+l (k<4, l<32) is bits
+//              2k..2k+1 of qs[32h+l]; Q3_K's 3rd bit is bit 4h+k of hmask[l]
+//              (set: value q, clear: q-4). Scales per 16 elements.
 #pragma once
 
 #include <cstddef>
@@ -67,6 +70,22 @@ struct BlockQ6_K {
     int8_t scales[QK_K / 16];
     uint16_t d;           // value = d * scales[g] * (q - 32)
 };
+struct BlockQ2_K {
+    uint8_t scales[QK_K / 16]; // per 16: low nibble scale, high nibble min
+    uint8_t qs[QK_K / 4];      // 2-bit quants
+    uint16_t d;                // fp16 super-scale of the scales
+    uint16_t dmin;             // fp16 super-scale of the mins; value = d*sc*q - dmin*m
+};
+struct BlockQ3_K {
+    uint8_t hmask[QK_K / 8];   // 3rd bits (clear: subtract 4)
+    uint8_t qs[QK_K / 4];      // low 2 bits
+    uint8_t scales[12];        // 16 six-bit scales, offset by 32 (see q3_K_scale)
+    uint16_t d;                // value = d * (sc - 32) * q
+};
+struct BlockIQ4_NL {
+    uint16_t d;           // value = d * kIq4nlValues[q]
+    uint8_t qs[QK / 2];   // nibbles, in Q4_0's element order
+};
 struct BlockQ8_K {
     float d;              // value = q * d (plain float, not fp16)
     int8_t qs[QK_K];
@@ -83,6 +102,14 @@ static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(sizeof(BlockQ8_K) == 292);
+static_assert(sizeof(BlockQ2_K) == 84);
+static_assert(sizeof(BlockQ3_K) == 110);
+static_assert(sizeof(BlockIQ4_NL) == 18);
+
+// The 16 non-linear levels of IQ4_NL (ggml's kvalues_iq4nl): int8, so a
+// block's dot with Q8_0 stays an integer dot.
+inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
 static_assert(alignof(BlockQ4_0) == 2 && alignof(BlockQ8_K) == 4);
 
 // Unpacks scale and min j (0..7) of a Q4_K/Q5_K super-block: the first four
@@ -96,6 +123,15 @@ inline void get_scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
         *sc = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
         *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
     }
+}
+
+// Signed scale j (0..15) of a Q3_K super-block: the low 4 bits are the low
+// (j < 8) or high nibble of byte j % 8, the top 2 bits come from byte
+// 8 + j % 4 at bit 2 * (j / 4); stored offset by 32.
+inline int q3_K_scale(const uint8_t* s, int j) {
+    const int lo = j < 8 ? s[j] & 0xF : s[j - 8] >> 4;
+    const int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+    return (lo | (hi << 4)) - 32;
 }
 
 }  // namespace specdec::kernels

@@ -115,7 +115,8 @@ TensorType dot_type_for(TensorType w) {
     switch (w) {
         case TensorType::Q4_0:
         case TensorType::Q5_0:
-        case TensorType::Q8_0: return TensorType::Q8_0;
+        case TensorType::Q8_0:
+        case TensorType::IQ4_NL: return TensorType::Q8_0;
         case TensorType::Q4_1:
         case TensorType::Q5_1: return TensorType::Q8_1;
         case TensorType::Q2_K:

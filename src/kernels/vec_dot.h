@@ -46,5 +46,8 @@ float vec_dot_q8_0_q8_0(int64_t n, const void* w, const void* a);
 float vec_dot_q4_K_q8_K(int64_t n, const void* w, const void* a);
 float vec_dot_q5_K_q8_K(int64_t n, const void* w, const void* a);
 float vec_dot_q6_K_q8_K(int64_t n, const void* w, const void* a);
+float vec_dot_q2_K_q8_K(int64_t n, const void* w, const void* a);
+float vec_dot_q3_K_q8_K(int64_t n, const void* w, const void* a);
+float vec_dot_iq4_nl_q8_0(int64_t n, const void* w, const void* a);
 
 }  // namespace specdec::kernels

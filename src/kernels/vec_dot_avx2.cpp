@@ -245,6 +245,56 @@ void dot_q8_1_family(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_
     for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]) + summ[t];
 }
 
+// IQ4_NL against Q8_0: nibbles through the 16-entry table (pshufb), signed
+// dot as ggml's (|w| * sign(a, w): |w| <= 127 and |a| <= 127, no
+// saturation), even and odd blocks in separate float lanes, an odd last
+// block as one fused integer (see vec_dot_iq4_nl_q8_0).
+template <int NT>
+void dot_iq4_nl(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride, float* out) {
+    const auto* x = reinterpret_cast<const BlockIQ4_NL*>(w);
+    ActRow ys[NT];
+    __m256 acc[2][NT];
+    for (int t = 0; t < NT; ++t) {
+        ys[t] = act_row<BlockQ8_0>(a + (size_t)t * a_stride, TensorType::IQ4_NL, n_in);
+        acc[0][t] = acc[1][t] = _mm256_setzero_ps();
+    }
+    const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
+    const __m128i low4 = _mm_set1_epi8(0x0F);
+    auto decode = [&](int64_t b) {
+        const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].qs));
+        return _mm256_set_m128i(_mm_shuffle_epi8(values, _mm_and_si128(_mm_srli_epi16(t, 4), low4)),
+                                _mm_shuffle_epi8(values, _mm_and_si128(t, low4)));
+    };
+    auto lanes = [&](__m256i q, int t, int64_t b) {
+        const __m256i yq = load256(ys[t].qs + b * (int64_t)sizeof(BlockQ8_0));
+        return dot_u8s8(_mm256_setzero_si256(), _mm256_sign_epi8(q, q), _mm256_sign_epi8(yq, q));
+    };
+    const int64_t nb = n_in / QK;
+    int64_t b = 0;
+    for (; b + 1 < nb; b += 2) {
+        for (int k = 0; k < 2; ++k) {
+            const __m256i q = decode(b + k);
+            const float dx = h2f(x[b + k].d);
+            for (int t = 0; t < NT; ++t) {
+                const __m256 d = _mm256_set1_ps(ys[t].d[b + k] * dx);
+                acc[k][t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes(q, t, b + k)), acc[k][t]);
+            }
+        }
+    }
+    for (int t = 0; t < NT; ++t) out[t] = hsum(_mm256_add_ps(acc[0][t], acc[1][t]));
+    if (b < nb) {
+        const __m256i q = decode(b);
+        const float dx = h2f(x[b].d);
+        for (int t = 0; t < NT; ++t) {
+            const __m256i l = lanes(q, t, b);
+            __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(l), _mm256_extracti128_si256(l, 1));
+            s4 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+            const int32_t s = _mm_cvtsi128_si32(s4) + _mm_extract_epi32(s4, 1);
+            out[t] = std::fma(ys[t].d[b] * dx, (float)s, out[t]);
+        }
+    }
+}
+
 // ---- K-quants against Q8_K -------------------------------------------------------
 
 
@@ -400,6 +450,81 @@ void dot_q6_K(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride,
         for (int t = 0; t < NT; ++t) {
             acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dx * ys[t][b].d), _mm256_cvtepi32_ps(sumi[t]),
                                      acc[t]);
+        }
+    }
+    for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
+}
+
+// Q2_K (IsQ3=false) and Q3_K (IsQ3=true) against Q8_K. The int32 lanes are
+// ggml's (see dot_q23_K in vec_dot_scalar.cpp): per chunk of 32, maddubs
+// of the unsigned 2-bit weights, less (Q3_K) maddubs of 4 where the 3rd bit
+// is clear, times the chunk's two scales (one per 128-bit half).
+template <bool IsQ3, int NT>
+void dot_q23_K(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride, float* out) {
+    using Block = std::conditional_t<IsQ3, BlockQ3_K, BlockQ2_K>;
+    const auto* x = reinterpret_cast<const Block*>(w);
+    const BlockQ8_K* ys[NT];
+    __m256 acc[NT];
+    for (int t = 0; t < NT; ++t) {
+        ys[t] = reinterpret_cast<const BlockQ8_K*>(a + (size_t)t * a_stride);
+        acc[t] = _mm256_setzero_ps();
+    }
+    const __m256i low2 = _mm256_set1_epi8(0x03);
+    for (int64_t b = 0; b < n_in / QK_K; ++b) {
+        if constexpr (NT <= 4) prefetch_block_ahead<sizeof(Block)>(&x[b]);
+        __m256i sc16;  // 16 int16 scales, one per group of 16
+        if constexpr (IsQ3) {
+            // q3_K_scale four bytes at a time
+            uint32_t u[4];
+            std::memcpy(u, x[b].scales, 12);
+            const uint32_t m4 = 0x0f0f0f0f, m2 = 0x03030303, t2 = u[2];
+            u[2] = ((u[0] >> 4) & m4) | (((t2 >> 4) & m2) << 4);
+            u[3] = ((u[1] >> 4) & m4) | (((t2 >> 6) & m2) << 4);
+            u[0] = (u[0] & m4) | ((t2 & m2) << 4);
+            u[1] = (u[1] & m4) | (((t2 >> 2) & m2) << 4);
+            const __m128i s8 = _mm_sub_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(u)),
+                                            _mm_set1_epi8(32));
+            sc16 = _mm256_cvtepi8_epi16(s8);
+        } else {
+            const __m128i s8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].scales));
+            sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(s8, _mm_set1_epi8(0x0F)));
+            // min lanes first, into the same float lanes (as ggml)
+            const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), _mm_set1_epi8(0x0F)));
+            const float dmx = h2f(x[b].dmin);
+            for (int t = 0; t < NT; ++t) {
+                const __m256i pm = _mm256_madd_epi16(mins, load256(ys[t][b].bsums));
+                acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(-ys[t][b].d * dmx), _mm256_cvtepi32_ps(pm), acc[t]);
+            }
+        }
+        __m256i sumi[NT];
+        for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
+        const __m256i sc_half[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
+                                    _mm256_permute2x128_si256(sc16, sc16, 0x11)};
+        __m256i hm;
+        if constexpr (IsQ3) hm = load256(x[b].hmask);
+        for (int h = 0; h < 2; ++h) {
+            const __m256i qb = load256(x[b].qs + 32 * h);
+            for (int k = 0; k < 4; ++k) {
+                const __m256i q = _mm256_and_si256(_mm256_srli_epi16(qb, 2 * k), low2);
+                __m256i q4;  // Q3_K: 4 where bit 4h+k of hmask is clear
+                if constexpr (IsQ3) {
+                    const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + k), _mm256_set1_epi8(1));
+                    q4 = _mm256_slli_epi16(_mm256_xor_si256(bit, _mm256_set1_epi8(1)), 2);
+                }
+                const __m256i s = _mm256_shuffle_epi8(
+                    sc_half[h], _mm256_setr_epi64x(q6_mask(2 * k), q6_mask(2 * k), q6_mask(2 * k + 1),
+                                                   q6_mask(2 * k + 1)));
+                for (int t = 0; t < NT; ++t) {
+                    const __m256i yq = load256(ys[t][b].qs + 128 * h + 32 * k);
+                    __m256i p = _mm256_maddubs_epi16(q, yq);
+                    if constexpr (IsQ3) p = _mm256_sub_epi16(p, _mm256_maddubs_epi16(q4, yq));
+                    sumi[t] = madd_acc(sumi[t], p, s);
+                }
+            }
+        }
+        const float dx = h2f(x[b].d);
+        for (int t = 0; t < NT; ++t) {
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(ys[t][b].d * dx), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
         }
     }
     for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
@@ -925,6 +1050,9 @@ template <int NT> struct KQ5_1 { static constexpr auto run = dot_q8_1_family<Dec
 template <int NT> struct KQ4_K { static constexpr auto run = dot_q45_K<false, NT>; };
 template <int NT> struct KQ5_K { static constexpr auto run = dot_q45_K<true, NT>; };
 template <int NT> struct KQ6_K { static constexpr auto run = dot_q6_K<NT>; };
+template <int NT> struct KIQ4_NL { static constexpr auto run = dot_iq4_nl<NT>; };
+template <int NT> struct KQ2_K { static constexpr auto run = dot_q23_K<false, NT>; };
+template <int NT> struct KQ3_K { static constexpr auto run = dot_q23_K<true, NT>; };
 template <int NT> struct KF32 { static constexpr auto run = dot_float<4, load8_f32, scalar_f32, NT>; };
 template <int NT> struct KF16 { static constexpr auto run = dot_float<2, load8_f16, scalar_f16, NT>; };
 template <int NT> struct KBF16 { static constexpr auto run = dot_float<2, load8_bf16, scalar_bf16, NT>; };
@@ -953,6 +1081,9 @@ KernelTable make_table() {
     set(TensorType::Q4_K, tile<KQ4_K>);
     set(TensorType::Q5_K, tile<KQ5_K>);
     set(TensorType::Q6_K, tile<KQ6_K>);
+    set(TensorType::Q2_K, tile<KQ2_K>);
+    set(TensorType::Q3_K, tile<KQ3_K>);
+    set(TensorType::IQ4_NL, tile<KIQ4_NL>);
     set(TensorType::F32, tile<KF32>);
     set(TensorType::F16, tile<KF16>);
     set(TensorType::BF16, tile<KBF16>);

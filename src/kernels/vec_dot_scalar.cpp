@@ -254,6 +254,102 @@ float vec_dot_q6_K_q8_K(int64_t n, const void* w, const void* a) {
 
 namespace {
 
+// Q2_K/Q3_K x Q8_K, as ggml's AVX2 kernels. Chunk k (0..3) of half h
+// (elements 128h+32k..+31) takes scale 8h+2k on its first 16 bytes (lanes
+// 0..3) and 8h+2k+1 on the rest. Q2_K's min lane i, m_{2i}*bsums[2i] +
+// m_{2i+1}*bsums[2i+1], goes into the same float lanes first (times -dmin).
+template <bool IsQ3>
+float dot_q23_K(int64_t n, const void* w, const void* a) {
+    const auto* y = static_cast<const BlockQ8_K*>(a);
+    float acc[8] = {};
+    for (int64_t b = 0; b < n / QK_K; ++b) {
+        const uint8_t* qs;
+        int sc[16];
+        if constexpr (IsQ3) {
+            const auto& x = static_cast<const BlockQ3_K*>(w)[b];
+            qs = x.qs;
+            for (int g = 0; g < 16; ++g) sc[g] = q3_K_scale(x.scales, g);
+        } else {
+            const auto& x = static_cast<const BlockQ2_K*>(w)[b];
+            qs = x.qs;
+            int32_t mins[8];
+            for (int i = 0; i < 8; ++i) {
+                mins[i] = (x.scales[2 * i] >> 4) * y[b].bsums[2 * i] +
+                          (x.scales[2 * i + 1] >> 4) * y[b].bsums[2 * i + 1];
+            }
+            for (int g = 0; g < 16; ++g) sc[g] = x.scales[g] & 0xF;
+            fma_lanes(acc, -y[b].d * fp16_to_fp32(x.dmin), mins);
+        }
+        int32_t lanes[8] = {};
+        for (int h = 0; h < 2; ++h) {
+            for (int k = 0; k < 4; ++k) {
+                const int8_t* yq = y[b].qs + 128 * h + 32 * k;
+                for (int i = 0; i < 8; ++i) {
+                    int dot = 0;
+                    for (int l = 4 * i; l < 4 * i + 4; ++l) {
+                        int q = (qs[32 * h + l] >> (2 * k)) & 3;
+                        if constexpr (IsQ3) {
+                            const auto& x = static_cast<const BlockQ3_K*>(w)[b];
+                            if (!((x.hmask[l] >> (4 * h + k)) & 1)) q -= 4;
+                        }
+                        dot += q * yq[l];
+                    }
+                    lanes[i] += sc[8 * h + 2 * k + (i >= 4)] * dot;
+                }
+            }
+        }
+        uint16_t dh;
+        if constexpr (IsQ3) dh = static_cast<const BlockQ3_K*>(w)[b].d;
+        else dh = static_cast<const BlockQ2_K*>(w)[b].d;
+        fma_lanes(acc, y[b].d * fp16_to_fp32(dh), lanes);
+    }
+    return hsum8(acc);
+}
+
+}  // namespace
+
+// IQ4_NL x Q8_0, as ggml's AVX2 kernel: blocks in pairs, the even one into
+// one set of 8 float lanes and the odd one into another, the two added lane
+// by lane before hsum8; an odd last block is added as one integer, fused.
+float vec_dot_iq4_nl_q8_0(int64_t n, const void* w, const void* a) {
+    const auto* x = static_cast<const BlockIQ4_NL*>(w);
+    const auto* y = static_cast<const BlockQ8_0*>(a);
+    const int64_t nb = n / QK;
+    float acc[2][8] = {};
+    auto block = [&](int64_t b, int32_t lanes[8]) {
+        int v[32];
+        for (int j = 0; j < 16; ++j) {
+            v[j] = kIq4nlValues[x[b].qs[j] & 0xF];
+            v[j + 16] = kIq4nlValues[x[b].qs[j] >> 4];
+        }
+        lanes32(v, y[b].qs, lanes);
+    };
+    int64_t b = 0;
+    for (; b + 1 < nb; b += 2) {
+        for (int k = 0; k < 2; ++k) {
+            int32_t lanes[8];
+            block(b + k, lanes);
+            fma_lanes(acc[k], fp16_to_fp32(y[b + k].d) * fp16_to_fp32(x[b + k].d), lanes);
+        }
+    }
+    float both[8];
+    for (int i = 0; i < 8; ++i) both[i] = acc[0][i] + acc[1][i];
+    float sum = hsum8(both);
+    if (b < nb) {
+        int32_t lanes[8];
+        block(b, lanes);
+        int32_t s = 0;
+        for (int i = 0; i < 8; ++i) s += lanes[i];
+        sum = std::fma(fp16_to_fp32(y[b].d) * fp16_to_fp32(x[b].d), (float)s, sum);
+    }
+    return sum;
+}
+
+float vec_dot_q2_K_q8_K(int64_t n, const void* w, const void* a) { return dot_q23_K<false>(n, w, a); }
+float vec_dot_q3_K_q8_K(int64_t n, const void* w, const void* a) { return dot_q23_K<true>(n, w, a); }
+
+namespace {
+
 using DotFn = float (*)(int64_t, const void*, const void*);
 
 template <DotFn Dot>
@@ -280,6 +376,9 @@ KernelTable make_scalar_table() {
     set(TensorType::Q4_K, scalar_tile<vec_dot_q4_K_q8_K>);
     set(TensorType::Q5_K, scalar_tile<vec_dot_q5_K_q8_K>);
     set(TensorType::Q6_K, scalar_tile<vec_dot_q6_K_q8_K>);
+    set(TensorType::Q2_K, scalar_tile<vec_dot_q2_K_q8_K>);
+    set(TensorType::Q3_K, scalar_tile<vec_dot_q3_K_q8_K>);
+    set(TensorType::IQ4_NL, scalar_tile<vec_dot_iq4_nl_q8_0>);
     return k;
 }
 

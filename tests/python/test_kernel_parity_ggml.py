@@ -12,10 +12,12 @@ quantized activation rows and the matmul output at every ISA level.
 Checks:
   * quantized activation bytes identical to ggml's (d, s, qs, bsums);
   * every ISA level's dot equal to ggml's up to float summation order
-    (bounded by a few ulp of the sum of |block contributions|).
+    (bounded by a few ulp of the sum of |block contributions|);
+  * our dequantized weight rows identical to the `gguf` package's
+    dequantize (gguf.quants, an implementation independent of ggml's C).
 
 Weight rows are real rows of the GGUF models (Q4_1, Q5_0, Q8_0, Q4_K, Q6_K);
-the other types (Q4_0, Q5_1, Q5_K, F16, BF16) are made with ggml_quantize_chunk
+the other types (Q4_0, Q5_1, Q5_K, Q2_K, Q3_K, IQ4_NL, F16, BF16) are made with ggml_quantize_chunk
 from random floats. Activations are random (with outliers and exact ties to
 exercise rounding) and include rows that put a value exactly on .5 after
 scaling.
@@ -49,9 +51,9 @@ BIN = os.environ.get("SPECDEC_BIN", str(REPO_ROOT / "build/release/specdec"))
 LIB_DIR = Path(llama_cpp.__file__).resolve().parent / "lib"
 
 F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1 = 0, 1, 2, 3, 6, 7, 8, 9
-Q4_K, Q5_K, Q6_K, Q8_K, BF16 = 12, 13, 14, 15, 30
+Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, BF16 = 10, 11, 12, 13, 14, 15, 20, 30
 NAMES = {F16: "F16", Q4_0: "Q4_0", Q4_1: "Q4_1", Q5_0: "Q5_0", Q5_1: "Q5_1", Q8_0: "Q8_0",
-         Q4_K: "Q4_K", Q5_K: "Q5_K", Q6_K: "Q6_K", BF16: "BF16"}
+         Q2_K: "Q2_K", Q3_K: "Q3_K", Q4_K: "Q4_K", Q5_K: "Q5_K", Q6_K: "Q6_K", IQ4_NL: "IQ4_NL", BF16: "BF16"}
 
 # Real weights: (model file, tensor name) per type.
 REAL = {
@@ -61,8 +63,8 @@ REAL = {
     Q4_K: ("qwen2.5-coder-0.5b-instruct-q4_k_m", None),
     Q6_K: ("qwen2.5-coder-0.5b-instruct-q4_k_m", None),
 }
-SYNTH = [Q4_0, Q5_1, Q5_K, F16, BF16]
-EXACT = {Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K}
+SYNTH = [Q4_0, Q5_1, Q5_K, Q2_K, Q3_K, IQ4_NL, F16, BF16]
+EXACT = {Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL}
 N_ROWS = 48
 N_TOK = 7
 
@@ -208,13 +210,21 @@ def run_ours(wtype, n_in, w: np.ndarray, x: np.ndarray, tmp: Path):
     off = 12
     act = np.frombuffer(buf, dtype=np.uint8, count=n_tok * arb, offset=off).reshape(n_tok, arb)
     off += n_tok * arb
-    ys = np.frombuffer(buf, dtype=np.float32, offset=off).reshape(n_levels, n_tok, n_rows)
-    return act, ys
+    ys = np.frombuffer(buf, dtype=np.float32, count=n_levels * n_tok * n_rows,
+                       offset=off).reshape(n_levels, n_tok, n_rows)
+    off += 4 * n_levels * n_tok * n_rows
+    deq = np.frombuffer(buf, dtype=np.float32, offset=off).reshape(n_rows, n_in)
+    return act, ys, deq
 
 
 def compare(ggml, wtype, n_in, w, x, tmp):
     act_g, vdt = ggml.act(wtype, x)
-    act_o, ys = run_ours(wtype, n_in, w, x, tmp)
+    act_o, ys, deq = run_ours(wtype, n_in, w, x, tmp)
+    if wtype in EXACT:
+        ref_deq = gguf.quants.dequantize(w, gguf.GGMLQuantizationType(wtype)).reshape(deq.shape)
+        bad = np.nonzero(deq.view(np.uint32) != ref_deq.astype(np.float32).view(np.uint32))
+        assert bad[0].size == 0, (f"{NAMES[wtype]}: dequantized weights differ from gguf.quants at "
+                                  f"(row, col) {list(zip(*bad))[:5]}")
     assert act_o.shape == act_g.shape, (act_o.shape, act_g.shape)
     for t in range(x.shape[0]):
         if not np.array_equal(act_o[t], act_g[t]):
@@ -250,7 +260,8 @@ def test_real_weights(ggml, wtype, tmp_path):
 @pytest.mark.parametrize("wtype", SYNTH, ids=lambda t: NAMES[t])
 def test_synthetic_weights(ggml, wtype, tmp_path):
     rng = np.random.default_rng(100 + wtype)
-    n_in = 512
+    # IQ4_NL: an odd block count (17), whose last block ggml adds apart from the pairs
+    n_in = 544 if wtype == IQ4_NL else 512
     wf = rng.standard_normal((N_ROWS, n_in)).astype(np.float32) * 0.05
     w = ggml.quantize(wtype, wf)
     x = activations(n_in, seed=200 + wtype)
@@ -265,6 +276,6 @@ def test_activation_quantization_many_rows(ggml, tmp_path):
     for wtype in (Q4_0, Q4_1, Q4_K):
         act_g, _ = ggml.act(wtype, x)
         w = np.zeros((1, ggml.row_size(wtype, n_in)), dtype=np.uint8)
-        act_o, _ = run_ours(wtype, n_in, w, x, tmp_path)
+        act_o, _, _ = run_ours(wtype, n_in, w, x, tmp_path)
         diff_rows = [t for t in range(x.shape[0]) if not np.array_equal(act_o[t], act_g[t])]
         assert not diff_rows, f"{NAMES[wtype]}: rows {diff_rows[:10]} differ from ggml"

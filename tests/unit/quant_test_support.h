@@ -180,6 +180,24 @@ inline void quant_q6_K(const float* x, BlockQ6_K* y, int64_t nb) {
     }
 }
 
+// Q2_K/Q3_K/IQ4_NL: no search for scales here; blocks of pseudo-random bits (every
+// bit pattern is a valid block) with the fp16 super-scales set from the
+// row's floats, so a seed's rows differ and every code path is exercised.
+template <class Block, int Elems>
+inline void random_blocks(const float* x, Block* y, int64_t nb) {
+    uint32_t st;
+    std::memcpy(&st, x, 4);
+    for (int64_t b = 0; b < nb; ++b) {
+        auto* p = reinterpret_cast<uint8_t*>(&y[b]);
+        for (size_t i = 0; i < sizeof(Block); ++i) {
+            st = st * 1664525u + 1013904223u;
+            p[i] = (uint8_t)(st >> 24);
+        }
+        y[b].d = fp32_to_fp16(0.01f + std::fabs(x[b * Elems]) * 0.01f);
+        if constexpr (sizeof(Block) == sizeof(BlockQ2_K)) y[b].dmin = fp32_to_fp16(std::fabs(x[b * Elems + 1]) * 0.01f);
+    }
+}
+
 // Quantizes a (rows, n) float matrix to type t; rows are tensor_row_bytes apart.
 inline std::vector<uint8_t> quantize_weights(TensorType t, const float* x, int64_t rows, int64_t n) {
     const size_t rb = tensor_row_bytes(t, n);
@@ -199,6 +217,9 @@ inline std::vector<uint8_t> quantize_weights(TensorType t, const float* x, int64
             case TensorType::Q4_K: quant_k45(xr, reinterpret_cast<BlockQ4_K*>(dst), n / QK_K, 15); break;
             case TensorType::Q5_K: quant_k45(xr, reinterpret_cast<BlockQ5_K*>(dst), n / QK_K, 31); break;
             case TensorType::Q6_K: quant_q6_K(xr, reinterpret_cast<BlockQ6_K*>(dst), n / QK_K); break;
+            case TensorType::Q2_K: random_blocks<BlockQ2_K, QK_K>(xr, reinterpret_cast<BlockQ2_K*>(dst), n / QK_K); break;
+            case TensorType::Q3_K: random_blocks<BlockQ3_K, QK_K>(xr, reinterpret_cast<BlockQ3_K*>(dst), n / QK_K); break;
+            case TensorType::IQ4_NL: random_blocks<BlockIQ4_NL, QK>(xr, reinterpret_cast<BlockIQ4_NL*>(dst), n / QK); break;
             default: break;
         }
     }

@@ -165,7 +165,7 @@ TEST(QuantDequant, RejectsBadInput) {
     float y[64];
     BlockQ4_0 b[2]{};
     EXPECT_THROW(dequantize_row(TensorType::Q4_0, b, y, 33), std::invalid_argument);
-    EXPECT_THROW(dequantize_row(TensorType::Q2_K, b, y, 256), std::invalid_argument);
+    EXPECT_THROW(dequantize_row((TensorType)16 /* IQ2_XXS */, b, y, 256), std::invalid_argument);
     EXPECT_FALSE(is_supported_weight_type(TensorType::Q8_K));
     EXPECT_TRUE(is_supported_weight_type(TensorType::Q4_K));
 }
@@ -271,7 +271,7 @@ TEST(QuantActivation, FastPathSameBytesAsScalar) {
 const TensorType kAllTypes[] = {TensorType::Q4_1, TensorType::Q5_0, TensorType::Q8_0,
                                 TensorType::Q4_K, TensorType::Q6_K, TensorType::F32,
                                 TensorType::F16,  TensorType::BF16, TensorType::Q4_0,
-                                TensorType::Q5_1, TensorType::Q5_K};
+                                TensorType::Q5_1, TensorType::Q5_K, TensorType::Q2_K, TensorType::Q3_K, TensorType::IQ4_NL};
 
 // Per-type tolerance of the float product on dequantized weights, relative to
 // sum |w| * max |x|: the error of quantizing the activations.
@@ -428,13 +428,16 @@ TEST(QuantMatmul, TilesBitIdenticalToReferenceAnyBatch) {
     ThreadPool pool1(1), pool2(2);
     IsaGuard guard;
     const TensorType types[] = {TensorType::Q4_K, TensorType::Q6_K, TensorType::Q5_0, TensorType::Q8_0,
-                                TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_1, TensorType::Q5_K};
+                                TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_1, TensorType::Q5_K,
+                                TensorType::Q2_K, TensorType::Q3_K, TensorType::IQ4_NL};
     std::vector<int64_t> n_toks;
     for (int64_t n = 1; n <= 17; ++n) n_toks.push_back(n);
     n_toks.push_back(33);
     n_toks.push_back(64);
     for (TensorType type : types) {
-        const int64_t n_in = 2 * tensor_type_traits(type).block_elems * (tensor_type_traits(type).block_elems == 32 ? 4 : 1);
+        // IQ4_NL with an odd block count: its kernels pair blocks and add the last one apart.
+        const int64_t n_in = type == TensorType::IQ4_NL ? 9 * 32
+                             : 2 * tensor_type_traits(type).block_elems * (tensor_type_traits(type).block_elems == 32 ? 4 : 1);
         for (int64_t n_out : {1, 2, 3, 17, 101}) {
             std::vector<float> wf((size_t)(n_out * n_in));
             for (auto& v : wf) v = nd(rng);
@@ -478,7 +481,7 @@ TEST(QuantMatmul, MeasuredKernelChoiceBitIdenticalToReference) {
     IsaGuard guard;
     unforce_isa();
     for (TensorType type : {TensorType::Q4_K, TensorType::Q6_K, TensorType::Q5_0, TensorType::Q8_0,
-                            TensorType::Q4_1}) {
+                            TensorType::Q4_1, TensorType::Q2_K, TensorType::Q3_K, TensorType::IQ4_NL}) {
         ASSERT_TRUE(tiles_exact_across_levels(type));
         const int64_t n_in = 2 * tensor_type_traits(type).block_elems * (tensor_type_traits(type).block_elems == 32 ? 4 : 1);
         const int64_t n_out = 37, max_tok = 40;
@@ -546,7 +549,7 @@ TEST(QuantMatmul, RejectsUnsupported) {
     ThreadPool pool(1);
     std::vector<uint8_t> data(84);
     float x[256] = {}, y[1];
-    WeightMatrix w{TensorType::Q2_K, data.data(), 256, 1, 84};
+    WeightMatrix w{(TensorType)16 /* IQ2_XXS */, data.data(), 256, 1, 66};
     EXPECT_THROW(matmul(w, x, 1, y, pool), std::invalid_argument);
     WeightMatrix w2{TensorType::Q4_0, data.data(), 48, 1, 27};
     EXPECT_THROW(matmul(w2, x, 1, y, pool), std::invalid_argument);
