@@ -192,6 +192,18 @@ def greedy(llm, tokens, n_tokens: int, stop_at_eos: bool = DEFAULTS["stop_at_eos
     }
 
 
+def greedy_split(ours: list[int], ref: dict) -> tuple[int, float] | None:
+    """Where a greedy continuation `ours` first parts from llama.cpp's (`ref`, as
+    greedy() returns it), with llama.cpp's top-1/top-2 margin at that step, so a
+    test can tell a near-tie from a real divergence; None when they are equal."""
+    b = ref["tokens"]
+    split = next((i for i in range(min(len(ours), len(b))) if ours[i] != b[i]), None)
+    if split is None:
+        # One is a prefix of the other: a length difference is no near-tie.
+        return None if len(ours) == len(b) else (min(len(ours), len(b)), float("inf"))
+    return split, ref["top2_margin"][split]
+
+
 def llama_cpp_info() -> dict:
     llama_cpp = _import_llama()
     info = {"llama_cpp_python_version": getattr(llama_cpp, "__version__", None)}
