@@ -23,7 +23,8 @@ constexpr int64_t kProbeRows[kRowBuckets] = {1, 2, 4, 8, 16, 32};
 constexpr const char* kBucketNames[kRowBuckets] = {"1", "2", "3-4", "5-8", "9-16", "17+"};
 
 // Calibration matrix: 64 MiB, flushed from the caches before every timed
-// call, so the 1- and 2-row timings stream from memory as decode does. (Its
+// call of the buckets up to 8 rows, so they stream from memory as decode and
+// verification do. (Its
 // size alone did not ensure that: an Intel Xeon VM of this kind has a 480 MiB
 // L3, where the 64 MiB stayed cached and the 1-row choice was the in-cache
 // winner, the AVX-512 tile, which decoded qwen 1.5B 20 % slower from DRAM
