@@ -75,13 +75,13 @@ def model(request):
     del llm
 
 
-def test_logits_match_llama_cpp(model, tmp_path):
-    name, path, llm = model
+def logits_vs_llama(path: Path, llm, prompts: list[str], out: Path) -> dict:
+    """specdec's logits at every prompt position against llama.cpp's on the same
+    file: mean |d| / std (averaged over the prompts), max |d|, top-1 agreement."""
     diffs, top1, n_rows, max_abs = [], 0, 0, 0.0
-    for prompt in PROMPTS:
+    for prompt in prompts:
         ids = llama_ref.tokenize(llm, prompt)
         ref = llama_ref.prompt_logits(llm, ids)
-        out = tmp_path / "logits.bin"
         _specdec("logits", "-m", str(path), "--tokens", *map(str, ids), "-o", str(out), "-t", "2")
         ours = np.fromfile(out, dtype=np.float32).reshape(len(ids), -1)[:, : ref.shape[1]]
         d = np.abs(ours - ref)
@@ -89,10 +89,15 @@ def test_logits_match_llama_cpp(model, tmp_path):
         max_abs = max(max_abs, float(d.max()))
         top1 += int((ours.argmax(1) == ref.argmax(1)).sum())
         n_rows += len(ids)
-    rel = float(np.mean(diffs))
-    agree = top1 / n_rows
-    _report("logits", name, {"positions": n_rows, "rel_mean_abs_diff": rel, "max_abs_diff": max_abs,
-                             "top1_agreement": agree})
+    return {"positions": n_rows, "rel_mean_abs_diff": float(np.mean(diffs)), "max_abs_diff": max_abs,
+            "top1_agreement": top1 / n_rows}
+
+
+def test_logits_match_llama_cpp(model, tmp_path):
+    name, path, llm = model
+    r = logits_vs_llama(path, llm, PROMPTS, tmp_path / "logits.bin")
+    n_rows, rel, max_abs, agree = r["positions"], r["rel_mean_abs_diff"], r["max_abs_diff"], r["top1_agreement"]
+    _report("logits", name, r)
     print(f"{name}: {n_rows} positions, mean|d|/std {rel:.4f}, max|d| {max_abs:.3f}, top-1 {agree:.3f}")
     assert rel <= MAX_REL_MEAN_DIFF, f"{name}: logits drift from llama.cpp: mean|d|/std {rel:.4f}"
     assert agree >= MIN_TOP1, f"{name}: top-1 agreement {agree:.3f} below {MIN_TOP1}"

@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO_ROOT, model_path
-from test_model_parity import MAX_REL_MEAN_DIFF, MIN_TOP1, NEAR_TIE
+from test_model_parity import MAX_REL_MEAN_DIFF, MIN_TOP1, NEAR_TIE, logits_vs_llama
 
 sys.path.insert(0, str(REPO_ROOT / "tools" / "reference"))
 import llama_ref  # noqa: E402
@@ -80,18 +80,9 @@ def quantized(request, tmp_path_factory):
 
 def test_logits_match_llama_cpp(quantized, tmp_path):
     name, path, llm = quantized
-    diffs, top1, n_rows = [], 0, 0
-    for prompt in PROMPTS:
-        ids = llama_ref.tokenize(llm, prompt)
-        ref = llama_ref.prompt_logits(llm, ids)
-        out = tmp_path / "logits.bin"
-        _specdec("logits", "-m", str(path), "--tokens", *map(str, ids), "-o", str(out), "-t", "2")
-        ours = np.fromfile(out, dtype=np.float32).reshape(len(ids), -1)[:, : ref.shape[1]]
-        diffs.append(np.abs(ours - ref).mean() / ref.std())
-        top1 += int((ours.argmax(1) == ref.argmax(1)).sum())
-        n_rows += len(ids)
-    rel, agree = float(np.mean(diffs)), top1 / n_rows
-    print(f"{name}: {n_rows} positions, mean|d|/std {rel:.4f}, top-1 {agree:.3f}")
+    r = logits_vs_llama(path, llm, PROMPTS, tmp_path / "logits.bin")
+    rel, agree = r["rel_mean_abs_diff"], r["top1_agreement"]
+    print(f"{name}: {r['positions']} positions, mean|d|/std {rel:.4f}, top-1 {agree:.3f}")
     assert rel <= MAX_REL_MEAN_DIFF, f"{name}: logits drift from llama.cpp: mean|d|/std {rel:.4f}"
     assert agree >= MIN_TOP1, f"{name}: top-1 agreement {agree:.3f} below {MIN_TOP1}"
 
