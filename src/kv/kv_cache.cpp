@@ -25,15 +25,14 @@ size_t resident(const void* p, size_t n) {
 }  // namespace
 
 size_t KvCache::resident_bytes() const {
-    const size_t n = elems() * sizeof(uint16_t);
-    return resident(k_.get(), n) + resident(v_.get(), n);
+    return resident(k_.data(), k_.bytes()) + resident(v_.data(), v_.bytes());
 }
 
 KvCache::KvCache(const KvCacheOptions& opts) : opts_(opts) {
     SPECDEC_CHECK(opts.n_layer > 0 && opts.kv_dim > 0 && opts.n_ctx > 0 && opts.n_seq > 0,
                   "invalid KV cache dimensions");
-    k_.reset(new uint16_t[elems()]);
-    v_.reset(new uint16_t[elems()]);
+    k_ = PageBuffer(elems() * sizeof(uint16_t), "the KV cache's keys");
+    v_ = PageBuffer(elems() * sizeof(uint16_t), "the KV cache's values");
     pos_.assign((size_t)opts.n_seq * opts.n_ctx, 0);
     committed_.assign(opts.n_seq, 0);
 }

@@ -17,6 +17,8 @@
 #include <span>
 #include <vector>
 
+#include "core/page_buffer.h"
+
 namespace specdec::kv {
 
 struct KvCacheOptions {
@@ -39,10 +41,10 @@ public:
     int committed(int seq) const { return committed_[seq]; }
 
     // fp16 storage of one slot: kv_dim values. Shape of a layer: (n_ctx, kv_dim).
-    uint16_t* k(int layer, int seq, int slot) { return k_.get() + offset(layer, seq, slot); }
-    uint16_t* v(int layer, int seq, int slot) { return v_.get() + offset(layer, seq, slot); }
-    const uint16_t* k(int layer, int seq, int slot) const { return k_.get() + offset(layer, seq, slot); }
-    const uint16_t* v(int layer, int seq, int slot) const { return v_.get() + offset(layer, seq, slot); }
+    uint16_t* k(int layer, int seq, int slot) { return k_base() + offset(layer, seq, slot); }
+    uint16_t* v(int layer, int seq, int slot) { return v_base() + offset(layer, seq, slot); }
+    const uint16_t* k(int layer, int seq, int slot) const { return k_base() + offset(layer, seq, slot); }
+    const uint16_t* v(int layer, int seq, int slot) const { return v_base() + offset(layer, seq, slot); }
     // Token position whose key is stored in a slot (RoPE and sliding windows use it).
     int32_t pos(int seq, int slot) const { return pos_[(size_t)seq * opts_.n_ctx + slot]; }
     void set_pos(int seq, int slot, int32_t p) { pos_[(size_t)seq * opts_.n_ctx + slot] = p; }
@@ -69,8 +71,10 @@ private:
     void move_slot(int seq, int from, int to);
 
     KvCacheOptions opts_;
-    // Not zero-initialised on purpose: untouched pages cost no memory.
-    std::unique_ptr<uint16_t[]> k_, v_;   // (n_layer, n_seq, n_ctx, kv_dim)
+    uint16_t* k_base() const { return static_cast<uint16_t*>(k_.data()); }
+    uint16_t* v_base() const { return static_cast<uint16_t*>(v_.data()); }
+    // (n_layer, n_seq, n_ctx, kv_dim) fp16, page-mapped: untouched slots cost no RAM.
+    PageBuffer k_, v_;
     std::vector<int32_t> pos_;            // (n_seq, n_ctx)
     std::vector<int> committed_;          // (n_seq)
 };
