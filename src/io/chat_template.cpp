@@ -1,150 +1,145 @@
 #include "io/chat_template.h"
 
-#include <cstdint>
-#include <iostream>
-#include <string_view>
+#include <ctime>
 
-#include "core/error.h"
-#include "io/unicode_tables.h"
+#include "io/gguf.h"
+#include "io/jinja_builtins.h"
+#include "io/jinja_parser.h"
+#include "io/tokenizer.h"
 
 namespace specdec::io {
 namespace {
 
-// Finds a literal default system prompt: "<|im_start|>system" + newline (real
-// or the two characters \n inside a Jinja string) + text + "<|im_end|>", where
-// the text is plain (no quote, so not an expression like messages[0]).
-std::string find_default_system(const std::string& t) {
-    const std::string head = "<|im_start|>system";
-    for (size_t p = t.find(head); p != std::string::npos; p = t.find(head, p + 1)) {
-        size_t q = p + head.size();
-        if (t.compare(q, 2, "\\n") == 0) {
-            q += 2;
-        } else if (q < t.size() && t[q] == '\n') {
-            q += 1;
-        } else {
-            continue;
-        }
-        const size_t e = t.find("<|im_end|>", q);
-        if (e == std::string::npos) continue;
-        const std::string body = t.substr(q, e - q);
-        if (body.empty() || body.find_first_of("'\"{}") != std::string::npos) continue;
-        return body;
-    }
-    return "";
+// llama.cpp's fallback for a model without a template (its "chatml").
+const char* kChatMlTemplate =
+    "{%- for message in messages -%}\n"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}\n"
+    "{{ '<|im_start|>assistant\\n' }}\n"
+    "{%- endif -%}\n";
+
+// The template of Google's Gemma 2 and 3 instruct models (text part).
+const char* kGemmaTemplate =
+    "{{ bos_token }}\n"
+    "{%- if messages[0]['role'] == 'system' -%}\n"
+    "    {%- set first_user_prefix = messages[0]['content'] + '\\n\\n' -%}\n"
+    "    {%- set loop_messages = messages[1:] -%}\n"
+    "{%- else -%}\n"
+    "    {%- set first_user_prefix = \"\" -%}\n"
+    "    {%- set loop_messages = messages -%}\n"
+    "{%- endif -%}\n"
+    "{%- for message in loop_messages -%}\n"
+    "    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}\n"
+    "        {{ raise_exception(\"Conversation roles must alternate user/assistant/user/assistant/...\") }}\n"
+    "    {%- endif -%}\n"
+    "    {%- if (message['role'] == 'assistant') -%}\n"
+    "        {%- set role = \"model\" -%}\n"
+    "    {%- else -%}\n"
+    "        {%- set role = message['role'] -%}\n"
+    "    {%- endif -%}\n"
+    "    {{ '<start_of_turn>' + role + '\\n' + (first_user_prefix if loop.first else \"\") }}\n"
+    "    {%- if message['content'] is string -%}\n"
+    "        {{ message['content'] | trim }}\n"
+    "    {%- endif -%}\n"
+    "    {{ '<end_of_turn>\\n' }}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}\n"
+    "    {{'<start_of_turn>model\\n'}}\n"
+    "{%- endif -%}\n";
+
+// jinja2 refuses a filter or test it does not know when it compiles the
+// template, except inside an if statement or a conditional expression (its
+// "soft" frames: there the error waits until the filter runs); so does this.
+// A loop, macro or block body starts a frame that is not soft again.
+void check_names(const jinja::Expr* e, bool soft) {
+    if (!e) return;
+    if (!soft && e->kind == jinja::ExprKind::Filter && !jinja::is_jinja_filter(e->name))
+        throw jinja::TemplateError("chat template line " + std::to_string(e->line) + ": no filter named '" + e->name + "'");
+    if (!soft && e->kind == jinja::ExprKind::Test && !jinja::is_jinja_test(e->name))
+        throw jinja::TemplateError("chat template line " + std::to_string(e->line) + ": no test named '" + e->name + "'");
+    soft = soft || e->kind == jinja::ExprKind::CondExpr;
+    for (const auto& x : e->items) check_names(x.get(), soft);
+    for (const auto& [k, x] : e->kwargs) check_names(x.get(), soft);
 }
 
-// Jinja's trim filter is Python's str.strip(): Unicode whitespace both ends.
-bool py_space(uint32_t c) {
-    return (c >= 9 && c <= 13) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-           (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
-           c == 0x3000;
-}
-
-// Byte length of the canonical UTF-8 of a Python whitespace character that
-// `s` starts with (at_end: ends with), 0 if none.
-size_t py_space_len(std::string_view s, bool at_end) {
-    for (size_t n = 1; n <= 3 && n <= s.size(); ++n) {
-        const std::string_view b = at_end ? s.substr(s.size() - n) : s.substr(0, n);
-        const std::vector<uint32_t> c = unicode::decode_utf8(b);
-        if (c.size() != 1 || !py_space(c[0])) continue;
-        std::string canon;
-        unicode::append_utf8(canon, c[0]);
-        if (canon == b) return n;
+void check_names(const jinja::Body& body, bool soft) {
+    using jinja::StmtKind;
+    for (const auto& s : body) {
+        const bool inner_soft = s->kind == StmtKind::If ? true : s->kind == StmtKind::For ? false : soft;
+        check_names(s->expr.get(), s->kind == StmtKind::If || soft);
+        check_names(s->cond.get(), s->kind == StmtKind::For ? false : soft);
+        for (const auto& p : s->params) check_names(p.default_value.get(), false);
+        const bool new_frame = s->kind == StmtKind::For || s->kind == StmtKind::Macro ||
+                               s->kind == StmtKind::CallBlock || s->kind == StmtKind::SetBlock ||
+                               s->kind == StmtKind::FilterBlock || s->kind == StmtKind::Generation;
+        check_names(s->body, new_frame ? false : inner_soft);
+        check_names(s->orelse, s->kind == StmtKind::If ? true : soft);
     }
-    return 0;
-}
-
-// Strips whitespace by byte offsets and returns the bytes in between as they
-// are. Decoding the whole content and re-encoding it turned every invalid
-// byte inside it into U+FFFD (3 bytes), so stripping changed text it should
-// not touch and could triple its size (found by tests/fuzz/fuzz_chat_template).
-// UTF-8 lead bytes are never continuation bytes, so a whitespace encoding at
-// either end is one character whatever precedes it.
-std::string py_strip(const std::string& s) {
-    std::string_view v(s);
-    while (size_t n = py_space_len(v, false)) v.remove_prefix(n);
-    while (size_t n = py_space_len(v, true)) v.remove_suffix(n);
-    return std::string(v);
-}
-
-std::string render_chatml(const ChatTemplate& t, const std::vector<ChatMessage>& msgs, bool gen) {
-    std::string out;
-    const bool has_default = !t.default_system.empty();
-    auto turn = [&](const std::string& role, const std::string& content) {
-        out += "<|im_start|>" + role + "\n" + content + "<|im_end|>\n";
-    };
-    const bool first_is_system = !msgs.empty() && msgs[0].role == "system";
-    // Qwen2.5 prints the system turn even for an empty conversation; the
-    // SmolLM-style template only inserts it before a first message.
-    if (has_default && !first_is_system && (t.qwen_tools || !msgs.empty())) turn("system", t.default_system);
-    for (size_t i = 0; i < msgs.size(); ++i) {
-        const ChatMessage& m = msgs[i];
-        if (t.qwen_tools && m.role == "tool") {
-            if (i == 0 || msgs[i - 1].role != "tool") out += "<|im_start|>user";
-            out += "\n<tool_response>\n" + m.content + "\n</tool_response>";
-            if (i + 1 == msgs.size() || msgs[i + 1].role != "tool") out += "<|im_end|>\n";
-            continue;
-        }
-        turn(m.role, m.content);
-    }
-    if (gen) out += "<|im_start|>assistant\n";
-    return out;
-}
-
-std::string render_gemma(const std::vector<ChatMessage>& msgs, bool gen) {
-    std::string out;
-    std::string prefix;
-    size_t first = 0;
-    if (!msgs.empty() && msgs[0].role == "system") {
-        prefix = msgs[0].content + "\n\n";
-        first = 1;
-    }
-    for (size_t i = first; i < msgs.size(); ++i) {
-        const ChatMessage& m = msgs[i];
-        const bool even = (i - first) % 2 == 0;
-        if ((m.role == "user") != even) {
-            throw Error("chat template: Conversation roles must alternate user/assistant/user/assistant/...");
-        }
-        const std::string role = m.role == "assistant" ? "model" : m.role;
-        out += "<start_of_turn>" + role + "\n" + (i == first ? prefix : std::string()) + py_strip(m.content) +
-               "<end_of_turn>\n";
-    }
-    if (gen) out += "<start_of_turn>model\n";
-    return out;
 }
 
 }  // namespace
 
-ChatTemplate detect_chat_template(const std::string& text, const std::string& arch) {
-    ChatTemplate t;
-    if (text.find("<start_of_turn>") != std::string::npos) {
-        t.family = ChatFamily::Gemma;
-    } else if (text.find("<|im_start|>") != std::string::npos) {
-        t.family = ChatFamily::ChatMl;
-        t.default_system = find_default_system(text);
-        t.qwen_tools = text.find("<tool_response>") != std::string::npos;
-    } else if (text.empty() && arch.rfind("gemma", 0) == 0) {
-        t.family = ChatFamily::Gemma;
-    } else {
-        t.known = false;
+ChatTemplate::ChatTemplate(const std::string& source, const jinja::Limits& limits) : limits_(limits) {
+    auto body = std::make_shared<jinja::Body>(jinja::parse(source));
+    check_names(*body, false);
+    body_ = std::move(body);
+}
+
+std::string ChatTemplate::render(const ChatRenderInputs& in) const {
+    std::unordered_map<std::string, jinja::Value> g;
+    g["raise_exception"] = jinja::Value::function("raise_exception", [](jinja::CallArgs& a) -> jinja::Value {
+        throw jinja::TemplateError("raise_exception: " + (a.pos.empty() ? std::string() : jinja::to_str(a.pos[0])));
+    });
+    const std::optional<std::time_t> now = in.now;
+    g["strftime_now"] = jinja::Value::function("strftime_now", [now](jinja::CallArgs& a) {
+        const jinja::Value* f = a.get(0, "format");
+        if (!f || !f->is_string()) throw jinja::TemplateError("strftime_now needs a format string");
+        const std::time_t t = now ? *now : std::time(nullptr);
+        std::tm tm{};
+        localtime_r(&t, &tm);
+        char buf[512];
+        const size_t n = f->s.size() < 200 ? std::strftime(buf, sizeof buf, f->s.c_str(), &tm) : 0;
+        if (n == 0 && !f->s.empty()) throw jinja::TemplateError("strftime_now: format too long or empty result");
+        return jinja::Value::string(std::string(buf, n));
+    });
+    g["messages"] = in.messages;
+    g["add_generation_prompt"] = jinja::Value::boolean(in.add_generation_prompt);
+    g["bos_token"] = jinja::Value::string(in.bos_token);
+    g["eos_token"] = jinja::Value::string(in.eos_token);
+    g["tools"] = in.tools;
+    g["documents"] = jinja::Value::none();
+    jinja::Evaluator ev(limits_, std::move(g));
+    return ev.render(*body_);
+}
+
+jinja::Value messages_value(const std::vector<ChatMessage>& messages) {
+    std::vector<jinja::Value> items;
+    for (const ChatMessage& m : messages) {
+        jinja::Value o = jinja::Value::object();
+        o.obj->set("role", jinja::Value::string(m.role));
+        o.obj->set("content", jinja::Value::string(m.content));
+        items.push_back(std::move(o));
     }
-    return t;
+    return jinja::Value::array(std::move(items));
 }
 
-std::string render_chat(const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages,
-                        bool add_generation_prompt) {
-    if (tmpl.family == ChatFamily::Gemma) return render_gemma(messages, add_generation_prompt);
-    return render_chatml(tmpl, messages, add_generation_prompt);
-}
-
-std::string apply_chat_template(const GgufFile& file, const std::vector<ChatMessage>& messages,
-                                bool add_generation_prompt) {
+std::string model_chat_template(const GgufFile& file) {
     const std::string text = file.get_string("tokenizer.chat_template", "");
-    const ChatTemplate t = detect_chat_template(text, file.get_string("general.architecture", ""));
-    if (!t.known) {
-        std::cerr << "warning: unrecognised chat template in " << file.path() << "; using ChatML\n";
-    }
-    return render_chat(t, messages, add_generation_prompt);
+    if (!text.empty()) return text;
+    return file.get_string("general.architecture", "").rfind("gemma", 0) == 0 ? kGemmaTemplate : kChatMlTemplate;
+}
+
+std::string apply_chat_template(const ChatTemplate& tmpl, const Tokenizer& tok,
+                                const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+    ChatRenderInputs in;
+    in.messages = messages_value(messages);
+    in.add_generation_prompt = add_generation_prompt;
+    if (tok.bos_id() >= 0) in.bos_token = tok.token_to_piece(tok.bos_id());
+    if (tok.eos_id() >= 0) in.eos_token = tok.token_to_piece(tok.eos_id());
+    std::string text = tmpl.render(in);
+    if (tok.add_bos() && !in.bos_token.empty() && text.rfind(in.bos_token, 0) == 0) text.erase(0, in.bos_token.size());
+    return text;
 }
 
 }  // namespace specdec::io

@@ -99,7 +99,7 @@ std::string conversation(bool tools) {
 }
 
 void template_seeds(const fs::path& templates_dir, const std::vector<std::pair<std::string, std::string>>& gguf_templates) {
-    // arch bits: 0 "", 1 gemma3, 2 qwen2, 3 llama
+    // token bits (1-2): which bos/eos texts the template gets
     const std::vector<std::pair<std::string, char>> files = {
         {"Qwen-Qwen2.5-7B-Instruct.jinja", char(1 | (2 << 1))}, {"google-gemma-2-2b-it.jinja", char(1 | (1 << 1))},
         {"microsoft-Phi-3.5-mini-instruct.jinja", char(1 | (3 << 1))}, {"HuggingFaceTB-SmolLM3-3B.jinja", char(1)},
