@@ -9,7 +9,7 @@ namespace specdec::io {
 
 BpeTokenizer::BpeTokenizer(const TokenIndex* token_ids,
                            const std::vector<std::string>& merges, PreTokenizer pre, bool ignore_merges)
-    : token_ids_(token_ids), pre_(pre), ignore_merges_(ignore_merges) {
+    : token_ids_(token_ids), pre_(pre), ignore_merges_(ignore_merges), spm_style_(pre == PreTokenizer::Gemma4) {
     merge_keys_.reserve(merges.size());
     rank_of_key_.reserve(merges.size());
     for (size_t i = 0; i < merges.size(); ++i) {
@@ -33,6 +33,29 @@ int BpeTokenizer::rank(std::string_view left, std::string_view right) const {
 }
 
 void BpeTokenizer::encode(std::string_view text, std::vector<int32_t>& out) const {
+    if (spm_style_) {
+        std::string escaped;
+        escaped.reserve(text.size() + 16);
+        for (char c : text) {
+            if (c == ' ')
+                escaped += "\xE2\x96\x81";  // U+2581
+            else
+                escaped.push_back(c);
+        }
+        for (const std::string& word : pretokenize(pre_, escaped)) {
+            // A run of newlines that is a token is taken whole, without the
+            // merges (llama.cpp's fix for Gemma 4, its PR 21343).
+            if (word.find_first_not_of('\n') == std::string::npos) {
+                const auto it = token_ids_->find(word);
+                if (it != token_ids_->end()) {
+                    out.push_back(it->second);
+                    continue;
+                }
+            }
+            encode_word(word, out);
+        }
+        return;
+    }
     for (const std::string& word : pretokenize(pre_, text)) {
         std::string encoded;
         encoded.reserve(word.size() * 2);
@@ -93,10 +116,14 @@ void BpeTokenizer::encode_word(const std::string& word, std::vector<int32_t>& ou
             continue;
         }
         // Not in the vocabulary: fall back to single bytes that are tokens
-        // (llama.cpp drops the bytes that are not).
+        // (llama.cpp drops the bytes that are not): the byte-mapped character,
+        // or in the SentencePiece-style variant the <0xNN> token.
         for (char ch : piece) {
-            const auto b = token_ids_->find(std::string(1, ch));
-            if (b != token_ids_->end()) out.push_back(b->second);
+            static const char* hex = "0123456789ABCDEF";
+            const uint8_t b = uint8_t(ch);
+            const char name[7] = {'<', '0', 'x', hex[b >> 4], hex[b & 15], '>', 0};
+            const auto it = spm_style_ ? token_ids_->find(name) : token_ids_->find(std::string(1, ch));
+            if (it != token_ids_->end()) out.push_back(it->second);
         }
     }
 }

@@ -1,6 +1,11 @@
 // Byte-level BPE (GPT-2 style) as llama.cpp runs it: pre-tokenize, map bytes to
 // printable code points, then repeatedly merge the adjacent pair with the
 // lowest merge rank (leftmost first on ties) inside each word.
+//
+// With the Gemma4 pre-tokenizer it is llama.cpp's SentencePiece-style BPE
+// instead: spaces become U+2581, the merges run on the raw UTF-8 (no byte
+// map), a run of newlines that is a token is taken whole, and bytes left
+// without a token fall back to <0xNN> byte tokens.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +33,10 @@ public:
     // Byte-level token text back to bytes, as llama.cpp's llama_decode_text.
     static std::string decode_token_text(const std::string& token_text);
 
+    // True for the SentencePiece-style variant: token texts then hold U+2581
+    // for spaces and <0xNN> byte tokens, not byte-mapped text.
+    bool spm_style() const { return spm_style_; }
+
 private:
     void encode_word(const std::string& word, std::vector<int32_t>& out) const;
     int rank(std::string_view left, std::string_view right) const;
@@ -42,6 +51,7 @@ private:
     std::vector<int32_t> rank_of_key_;
     PreTokenizer pre_;
     bool ignore_merges_;
+    bool spm_style_;
 };
 
 }  // namespace specdec::io

@@ -316,6 +316,7 @@ PreTokenizer pretokenizer_from_name(const std::string& pre) {
     if (pre == "falcon") return PreTokenizer::Falcon;
     if (pre == "deepseek-llm") return PreTokenizer::DeepseekLlm;
     if (pre == "deepseek-coder") return PreTokenizer::DeepseekCoder;
+    if (pre == "gemma4") return PreTokenizer::Gemma4;
     throw Error("tokenizer: unsupported pre-tokenizer '" + pre + "' (tokenizer.ggml.pre)");
 }
 
@@ -368,6 +369,10 @@ std::vector<std::string> pretokenize(PreTokenizer type, std::string_view text) {
             pieces = split(cpts, pieces, space_then_run(is_punct));
             pieces = split(cpts, pieces, run(is_deepseek_cjk));
             pieces = split(cpts, pieces, single(is_number));
+            break;
+        case PreTokenizer::Gemma4:
+            // [^\n]+|[\n]+ (through std::wregex in llama.cpp).
+            pieces = split(cpts, pieces, run([](uint32_t c) { return c == '\n'; }));
             break;
         case PreTokenizer::Default:
             pieces = split(cpts, pieces, run(is_default_punct));

@@ -22,6 +22,10 @@ enum class PreTokenizer {
     Falcon,
     DeepseekLlm,
     DeepseekCoder,
+    // Gemma 4 (tokenizer.ggml.model "gemma4"): SentencePiece-style BPE, whose
+    // only split is into runs of newlines and runs of anything else; spaces are
+    // escaped to U+2581 and the merges run on raw UTF-8 (see BpeTokenizer).
+    Gemma4,
 };
 
 // Maps tokenizer.ggml.pre to a pre-tokenizer; throws specdec::Error on names

@@ -1,6 +1,7 @@
 // The engine's tokenizer: loads the vocabulary from GGUF metadata and encodes
 // and decodes exactly as llama.cpp's llama_tokenize / llama_token_to_piece do
-// for byte-level BPE ("gpt2") and SentencePiece-style ("llama") vocabularies.
+// for byte-level BPE ("gpt2"), SentencePiece-style ("llama"), Gemma 4's
+// SentencePiece-style BPE ("gemma4") and WordPiece ("bert") vocabularies.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include "io/gguf.h"
 #include "io/spm_tokenizer.h"
 #include "io/tokenizer_index.h"
+#include "io/wpm_tokenizer.h"
 
 namespace specdec::io {
 
@@ -24,7 +26,8 @@ public:
     static std::unique_ptr<Tokenizer> from_gguf(const GgufFile& file);
 
     // add_special: add BOS/EOS as the metadata says (llama_tokenize's
-    // add_special). parse_special: recognise control tokens written in the
+    // add_special; WordPiece always adds BOS ([CLS]) and SEP ([SEP]), as
+    // llama.cpp does). parse_special: recognise control tokens written in the
     // text (llama_tokenize's parse_special); user-defined tokens are always
     // recognised, as in llama.cpp.
     std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
@@ -60,18 +63,20 @@ private:
     void finish_special_tokens(const GgufFile& file);
     void check_id(int32_t id) const;
 
-    enum class Kind { Bpe, Spm } kind_ = Kind::Bpe;
+    enum class Kind { Bpe, Spm, Wpm } kind_ = Kind::Bpe;
     std::vector<uint32_t> attrs_;
     std::vector<float> scores_;
     TokenIndex ids_;  // text <-> id, one copy of the vocabulary's texts
     std::unique_ptr<BpeTokenizer> bpe_;
     std::unique_ptr<SpmTokenizer> spm_;
+    std::unique_ptr<WpmTokenizer> wpm_;
     std::vector<int32_t> special_;  // partition order: longest text first
     std::unordered_set<int32_t> eog_;
     // Rendered pieces, concatenated: piece i is [piece_off_[i], piece_off_[i + 1]).
     std::string pieces_;
     std::vector<uint32_t> piece_off_;
     int32_t bos_ = -1, eos_ = -1;
+    int32_t sep_ = -1;  // WordPiece's [SEP], added after the text by add_special
     bool add_bos_ = false, add_eos_ = false, add_space_prefix_ = false;
     uint64_t hash_ = 0;
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <iterator>
 #include <map>
 #include <vector>
 
@@ -11,6 +12,12 @@ namespace {
 struct CategoryRange {
     uint32_t first;
     uint16_t flag;
+};
+struct CaseMapping {
+    uint32_t from, to;
+};
+struct NfdRange {
+    uint32_t first, last, nfd;
 };
 
 #include "io/unicode_tables_data.inc"
@@ -84,6 +91,22 @@ uint16_t flags(uint32_t cpt) {
     if (cpt >= kMaxCodepoint) return kUndefined;
     const FlagTable& t = flag_table();
     return t.flags[(size_t)t.block_of[cpt >> 8] * 256 + (cpt & 255)];
+}
+
+uint32_t to_lower(uint32_t cpt) {
+    const auto* end = std::end(kLowercase);
+    const auto* it = std::lower_bound(std::begin(kLowercase), end, cpt,
+                                      [](const CaseMapping& m, uint32_t c) { return m.from < c; });
+    return it != end && it->from == cpt ? it->to : cpt;
+}
+
+uint32_t nfd_first(uint32_t cpt) {
+    // The last range starting at or before cpt is the only one that can hold it.
+    const auto* it = std::upper_bound(std::begin(kNfdRanges), std::end(kNfdRanges), cpt,
+                                      [](uint32_t c, const NfdRange& r) { return c < r.first; });
+    if (it == std::begin(kNfdRanges)) return cpt;
+    --it;
+    return cpt <= it->last ? it->nfd : cpt;
 }
 
 size_t utf8_len(uint8_t lead) {

@@ -1,7 +1,8 @@
 // Unicode helpers for the tokenizers: UTF-8 <-> code points (with llama.cpp's
-// lenient decoding) and the per-code-point category flags the regex
-// pre-tokenizers split on. The flags mirror llama.cpp's so that \p{L}, \p{N}
-// and \s classify every code point exactly as the reference does.
+// lenient decoding), the per-code-point category flags the regex
+// pre-tokenizers split on, and the case and decomposition maps of WordPiece's
+// BERT normalizer. The flags mirror llama.cpp's so that \p{L}, \p{N} and \s
+// classify every code point exactly as the reference does.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +27,15 @@ enum Flag : uint16_t {
 
 // Flags of a code point; anything past U+10FFFF is kUndefined.
 uint16_t flags(uint32_t cpt);
+
+// Simple (one code point) lowercase mapping of UnicodeData.txt; the code
+// point itself where there is none.
+uint32_t to_lower(uint32_t cpt);
+// First code point of the canonical decomposition (NFD), the code point
+// itself where it has none. llama.cpp's "NFD" is exactly this one-for-one
+// map, so a precomposed letter loses its accent and a Hangul syllable keeps
+// only its leading jamo; WordPiece must reproduce that, not real NFD.
+uint32_t nfd_first(uint32_t cpt);
 
 // Decodes UTF-8. An invalid or truncated sequence yields U+FFFD and skips one
 // byte, as llama.cpp does, so arbitrary bytes never throw.

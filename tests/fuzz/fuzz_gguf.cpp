@@ -92,9 +92,13 @@ void check_tokenizer(const GgufFile& f) {
 
 void check_chat(const GgufFile& f) {
     try {
-        const ChatTemplate t = detect_chat_template(f.get_string("tokenizer.chat_template", ""),
-                                                    f.get_string("general.architecture", ""));
-        (void)render_chat(t, {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello!"}}, true);
+        jinja::Limits limits;
+        limits.max_output = 1 << 20;
+        limits.max_steps = 200000;
+        const ChatTemplate t(model_chat_template(f), limits);
+        ChatRenderInputs in;
+        in.messages = messages_value({{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello!"}});
+        (void)t.render(in);
     } catch (const Error&) {
     }
 }

@@ -6,6 +6,13 @@ must be identical; every token's piece must equal llama_token_to_piece(special
 =True); the end-of-generation set must match; chat templates must render like
 the model's Jinja template.
 
+The same ids, pieces and end-of-generation checks run on llama.cpp's
+vocab-only GGUFs of the tokenizer types no packaged model has (WordPiece
+"bert", Gemma 4's "gemma4"; test_vocab_cases.py says where they come from),
+and on small synthetic vocabularies written with the `gguf` package for
+llama.cpp's special-token rules (end-of-generation names, gpt-oss's "<|end|>",
+FIM tokens found by text).
+
 Env: SPECDEC_BIN (default build/release/specdec),
 models from models/manifest.json (conftest.model_path: a missing model fails).
 """
@@ -27,6 +34,8 @@ from conftest import model_path
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.environ.get("SPECDEC_BIN", os.path.join(ROOT, "build/release/specdec"))
 MODELS = ["smollm2-135m-instruct-q4_1", "qwen2.5-coder-0.5b-instruct-q4_k_m", "gemma3-270m-q4_k_m"]
+# llama.cpp's vocab-only files (models/ggml-vocab-NAME.gguf) checked here too.
+VOCAB_FILES = ["bert-bge", "gemma-4"]
 
 # Gemma 3's chat template (the GGUF here ships without one; this is the
 # template of google/gemma-3 instruct models, text-only part).
@@ -179,26 +188,19 @@ def run_engine(req):
             return json.load(f)
 
 
-@pytest.mark.parametrize("model", MODELS)
-def test_parity(model):
-    path = str(model_path(model))
-    llm = llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
+def check_ids_pieces_eog(llm, path, extra=None):
+    """Tokenizes the corpus (every add_special/parse_special combination and
+    some invalid UTF-8) with llama.cpp and with the engine, and compares the
+    ids, every token's piece and the end-of-generation set. Returns the
+    engine's answer (with whatever `extra` asked for)."""
     vocab = llama_cpp.llama_model_get_vocab(llm.model)
     n_vocab = llama_cpp.llama_vocab_n_tokens(vocab)
-
     its = items()
-    from gguf import GGUFReader
-    reader = GGUFReader(path)
-    field = reader.fields.get("tokenizer.chat_template")
-    template = field.contents() if field is not None else GEMMA3_TEMPLATE
-    bos_text = llm.detokenize([llama_cpp.llama_vocab_bos(vocab)], special=True).decode() if "gemma" in model else ""
-    chats = [{"messages": m, "add_generation_prompt": g} for m in CHATS for g in (False, True)]
-
     # Invalid UTF-8 (llama.cpp reads each bad byte as U+FFFD).
     raw = [b"\xff", b"ab\xc3", b"\xe4\xb8 x", b"\x80\x80 y\xf0\x9f\x98", b"ok \xed\xa0\x80 z"]
     # (llama.cpp itself aborts on 4-byte sequences above U+10FFFF, so none here.)
     raw_items = [{"hex": r.hex(), "add_special": False, "parse_special": False} for r in raw]
-    got = run_engine({"model": path, "items": its + raw_items, "pieces": True, "chats": chats})
+    got = run_engine({"model": path, "items": its + raw_items, "pieces": True, **(extra or {})})
     for r, ids in zip(raw, got["ids"][len(its):]):
         assert llm.tokenize(r, add_bos=False, special=False) == ids, r
     assert got["n_vocab"] == n_vocab
@@ -223,7 +225,104 @@ def test_parity(model):
 
     eog = [i for i in range(n_vocab) if llama_cpp.llama_vocab_is_eog(vocab, i)]
     assert got["eog"] == eog
+    return got
 
+
+@pytest.mark.parametrize("model", MODELS)
+def test_parity(model):
+    path = str(model_path(model))
+    llm = llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
+    vocab = llama_cpp.llama_model_get_vocab(llm.model)
+
+    from gguf import GGUFReader
+    reader = GGUFReader(path)
+    field = reader.fields.get("tokenizer.chat_template")
+    template = field.contents() if field is not None else GEMMA3_TEMPLATE
+    bos_text = llm.detokenize([llama_cpp.llama_vocab_bos(vocab)], special=True).decode() if "gemma" in model else ""
+    chats = [{"messages": m, "add_generation_prompt": g} for m in CHATS for g in (False, True)]
+
+    got = check_ids_pieces_eog(llm, path, {"chats": chats})
     for chat, out in zip(chats, got["chat"]):
         want = render_jinja(template, chat["messages"], chat["add_generation_prompt"], bos_text)
         assert out == want, (chat, out, want)
+
+
+@pytest.mark.parametrize("name", VOCAB_FILES)
+def test_vocab_file_parity(name):
+    from test_vocab_cases import vocab_dir
+
+    path = str(vocab_dir() / f"ggml-vocab-{name}.gguf")
+    llm = llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
+    check_ids_pieces_eog(llm, path)
+
+
+# Synthetic "llama" (SentencePiece) vocabularies for llama.cpp's special-token
+# rules no packaged model exercises: the end-of-generation names (DeepSeek's
+# "<｜end▁of▁sentence｜>", MiniMax's "[e~["), gpt-oss's and Solar Open's
+# "<|end|>" that is not end of generation, FIM tokens found by text (of
+# several candidates llama.cpp picks one in its hash map's order; the filler
+# tokens vary the vocabulary size and so that order) and metadata ids that stop
+# the search by text. Each lists tokens after "<unk>", "<s>", "</s>", "a" and
+# the 256 byte tokens, and metadata ids as token texts.
+DEEPSEEK_EOS = "<\uff5cend\u2581of\u2581sentence\uff5c>"
+DEEPSEEK_FIM = ["<\uff5cfim\u2581begin\uff5c>", "<\uff5cfim\u2581hole\uff5c>", "<\uff5cfim\u2581end\uff5c>"]
+FIM_CANDIDATES = ["<PAD>", "[PAD]", "<fim_pad>", "<fim-pad>", "<|fim_pad|>", "<REPO>", "<reponame>", "<fim-repo>",
+                  "<|repo_name|>", "<|fim_repo|>", "<PRE>", "\u2581<PRE>", "<fim_prefix>", "<|im_end|>",
+                  "<|endoftext|>", "<|end|>"]
+SYNTHETIC_VOCABS = {
+    "gpt-oss": (["<|end|>", "<|return|>", "<|call|>", "<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"],
+                {}),
+    "gpt-oss-eot-end": (["<|end|>", "<|return|>", "<|call|>"], {"eot": "<|end|>"}),
+    "solar-open": (["<|end|>", "<|calls|>", "<|flush|>"], {}),
+    "return-calls": (["<|end|>", "<|return|>", "<|calls|>"], {}),
+    "phi3-end": (["<|end|>", "<|return|>", "<|flush|>"], {}),
+    "eog-names": (["<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|flush|>", "<end_of_turn>",
+                   "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
+                   "<end_of_utterance>", "<eos>", "<turn|>", DEEPSEEK_EOS, "[e~[", "<|im_start|>"], {}),
+    "deepseek": ([DEEPSEEK_EOS] + DEEPSEEK_FIM, {}),
+    "deepseek-fim-named": (DEEPSEEK_FIM, {"fim_pre": "a", "suffix": "a"}),
+    "tool-response": (["<|tool_response>", "<eos>"], {}),
+    **{f"fim-candidates-{k}": ([f"w{j}" for j in range(k * 53)] + FIM_CANDIDATES, {}) for k in range(8)},
+}
+
+
+def write_synthetic_vocab(path, extra, ids):
+    from gguf import GGUFWriter
+
+    tokens = ["<unk>", "<s>", "</s>", "a"] + [f"<0x{b:02X}>" for b in range(256)] + extra
+    types = [2, 3, 3, 1] + [6] * 256 + [1] * len(extra)
+    w = GGUFWriter(str(path), "llama")
+    # llama.cpp reads these hyperparameters even for a vocabulary-only load.
+    w.add_context_length(64)
+    w.add_embedding_length(8)
+    w.add_block_count(1)
+    w.add_feed_forward_length(16)
+    w.add_head_count(1)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores([0.0] * len(tokens))
+    w.add_token_types(types)
+    for key, text in ids.items():
+        w.add_uint32(f"tokenizer.ggml.{key}_token_id", tokens.index(text))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return tokens
+
+
+@pytest.mark.parametrize("name", list(SYNTHETIC_VOCABS))
+def test_synthetic_special_tokens_parity(name, tmp_path):
+    extra, ids = SYNTHETIC_VOCABS[name]
+    path = str(tmp_path / f"{name}.gguf")
+    write_synthetic_vocab(path, extra, ids)
+    llm = llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
+    # The special texts run together, so that how each is parsed is compared too.
+    special = "".join(extra) + " a" + "".join(reversed(extra))
+    texts = [{"text": special, "add_special": a, "parse_special": p} for a in (False, True) for p in (False, True)]
+    got = check_ids_pieces_eog(llm, path)
+    engine = run_engine({"model": path, "items": texts})
+    for it, ids_got in zip(texts, engine["ids"]):
+        assert ids_got == llm.tokenize(special.encode(), add_bos=it["add_special"], special=it["parse_special"]), it
+    assert got["eog"], "no end-of-generation token at all"

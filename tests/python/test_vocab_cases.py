@@ -46,10 +46,8 @@ VOCABS = [
 ]
 
 # Not supported yet, with why (strict: a pass fails until the mark is removed).
-NOT_SUPPORTED = {
-    "bert-bge": "tokenizer.ggml.model 'bert' (WordPiece) is not implemented",
-    "gemma-4": "tokenizer.ggml.model 'gemma4' is not implemented",
-}
+# Empty since WordPiece ("bert") and Gemma 4's BPE ("gemma4") were added.
+NOT_SUPPORTED: dict[str, str] = {}
 
 
 def vocab_dir() -> Path:

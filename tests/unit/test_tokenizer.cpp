@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -62,6 +63,23 @@ TEST(Unicode, Categories) {
     ASSERT_EQ(c.size(), 3u);
     EXPECT_EQ(c[1], 0xE9u);
     EXPECT_EQ(c[2], 0xFFFDu);  // invalid byte, like llama.cpp
+}
+
+TEST(Unicode, LowercaseAndNfd) {
+    namespace uc = specdec::io::unicode;
+    EXPECT_EQ(uc::to_lower('A'), uint32_t('a'));
+    EXPECT_EQ(uc::to_lower('a'), uint32_t('a'));
+    EXPECT_EQ(uc::to_lower(0x00C9), 0x00E9u);  // É -> é
+    EXPECT_EQ(uc::to_lower(0x0130), 0x0069u);  // İ: UnicodeData's simple mapping, not "i" + U+0307
+    EXPECT_EQ(uc::to_lower(0x03A3), 0x03C3u);  // Σ -> σ
+    EXPECT_EQ(uc::to_lower(0x10400), 0x10428u);  // Deseret
+    EXPECT_EQ(uc::nfd_first(0x00E9), uint32_t('e'));  // é
+    EXPECT_EQ(uc::nfd_first(0x00C5), uint32_t('A'));  // Å
+    EXPECT_EQ(uc::nfd_first(0x1E69), uint32_t('s'));  // ṩ: two marks, still the base letter
+    EXPECT_EQ(uc::nfd_first(0xAC00), 0x1100u);        // 가: llama.cpp keeps only the leading jamo
+    EXPECT_EQ(uc::nfd_first(0x00DF), 0x00DFu);        // ß has no decomposition
+    EXPECT_EQ(uc::nfd_first('a'), uint32_t('a'));
+    EXPECT_EQ(uc::nfd_first(0x10FFFF), 0x10FFFFu);
 }
 
 TEST(PreTokenizer, Gpt2AndSmollm) {
@@ -203,6 +221,267 @@ TEST(Tokenizer, IgnoreMergesForLlama3) {
     }
 }
 
+TEST(PreTokenizer, Gemma4) {
+    using V = std::vector<std::string>;
+    // [^\n]+|[\n]+: only newline runs are cut out; spaces and \r stay in words.
+    EXPECT_EQ(words(PreTokenizer::Gemma4, "a b\n\nc\r\n"), (V{"a b", "\n\n", "c\r", "\n"}));
+    EXPECT_EQ(words(PreTokenizer::Gemma4, "\n"), (V{"\n"}));
+    EXPECT_EQ(pretokenizer_from_name("gemma4"), PreTokenizer::Gemma4);
+}
+
+namespace {
+
+// A tiny "gemma4" vocabulary: control tokens, the 256 <0xNN> byte tokens,
+// then "▁", "a", "b", "▁a", "ab", "\n", "\n\n", "</s>", "<|tool_response>",
+// with the merges "▁ a" (rank 0) and "a b" (rank 1).
+std::vector<uint8_t> gemma4_vocab(bool add_bos) {
+    specdec::test::GgufWriter w;
+    std::vector<std::string> tokens = {"<pad>", "<eos>", "<bos>"};
+    std::vector<int32_t> types = {3, 3, 3};
+    static const char* hex = "0123456789ABCDEF";
+    for (int b = 0; b < 256; ++b) {
+        tokens.push_back(std::string("<0x") + hex[b >> 4] + hex[b & 15] + ">");
+        types.push_back(6);
+    }
+    for (const char* t : {"\xE2\x96\x81", "a", "b", "\xE2\x96\x81" "a", "ab", "\n", "\n\n", "</s>"}) {
+        tokens.push_back(t);
+        types.push_back(1);
+    }
+    tokens.push_back("<|tool_response>");
+    types.push_back(4);
+    w.kv_str("tokenizer.ggml.model", "gemma4");
+    w.kv_str_array("tokenizer.ggml.tokens", tokens);
+    w.kv_i32_array("tokenizer.ggml.token_type", types);
+    w.kv_str_array("tokenizer.ggml.merges", {"\xE2\x96\x81 a", "a b"});
+    w.kv_u32("tokenizer.ggml.bos_token_id", 2);
+    w.kv_u32("tokenizer.ggml.eos_token_id", 1);
+    w.kv_bool("tokenizer.ggml.add_bos_token", add_bos);
+    return w.bytes();
+}
+
+}  // namespace
+
+TEST(Tokenizer, Gemma4SentencePieceStyleBpe) {
+    const std::vector<uint8_t> bytes = gemma4_vocab(false);
+    auto file = GgufFile::parse(bytes.data(), bytes.size(), "gemma4-tiny");
+    auto tok = Tokenizer::from_gguf(*file);
+    const int32_t sp = 259, a = 260, b = 261, sp_a = 262, ab = 263, nl = 264, nl2 = 265;
+    auto byte = [](uint8_t v) { return int32_t(3 + v); };
+    // "a▁ab": "▁ a" (rank 0) goes before "a b" (rank 1), leaving a + ▁a + b.
+    EXPECT_EQ(tok->encode("a ab", false, false), (std::vector<int32_t>{a, sp_a, b}));
+    EXPECT_EQ(tok->encode("ab", false, false), (std::vector<int32_t>{ab}));
+    // A newline run that is a token is taken whole; one that is not is merged
+    // (no merges here), and a lone space is the "▁" token.
+    EXPECT_EQ(tok->encode("\n\n", false, false), (std::vector<int32_t>{nl2}));
+    EXPECT_EQ(tok->encode("\n\n\n ", false, false), (std::vector<int32_t>{nl, nl, nl, sp}));
+    // No token: the UTF-8 bytes as <0xNN> tokens (é is C3 A9).
+    EXPECT_EQ(tok->encode("\xC3\xA9", false, false), (std::vector<int32_t>{byte(0xC3), byte(0xA9)}));
+    // llama.cpp forces BOS on for Gemma 4 even though the file says no.
+    EXPECT_TRUE(tok->add_bos());
+    EXPECT_EQ(tok->encode("b", true, false), (std::vector<int32_t>{2, b}));
+    EXPECT_EQ(tok->token_to_piece(sp_a), " a");
+    EXPECT_EQ(tok->token_to_piece(byte(0x41)), "A");
+    EXPECT_EQ(tok->decode(tok->encode("a ab\n\n\xC3\xA9 b", false, false)), "a ab\n\n\xC3\xA9 b");
+    // With "<|tool_response>" ending generation, "</s>" is ordinary text (llama.cpp's
+    // rule for Gemma 4): not end of generation, not split out as a special token.
+    const int32_t end_s = 266, tool_response = 267;
+    EXPECT_TRUE(tok->is_end_of_generation(tool_response));
+    EXPECT_TRUE(tok->is_end_of_generation(1));
+    EXPECT_FALSE(tok->is_end_of_generation(end_s));
+    EXPECT_EQ(tok->attr(end_s), Tokenizer::kNormal);
+    // (No merges build it, so it is spelled in bytes; as a special token it would be end_s.)
+    EXPECT_EQ(tok->encode("</s>", false, true), (std::vector<int32_t>{byte('<'), byte('/'), byte('s'), byte('>')}));
+}
+
+namespace {
+
+// A tiny "bert" vocabulary with llama.cpp's converted WordPiece pieces:
+// word starts carry "▁", continuations ("##s" in Hugging Face's file) do not.
+std::vector<uint8_t> bert_vocab(int lowercase) {
+    specdec::test::GgufWriter w;
+    const std::vector<std::string> tokens = {
+        "[PAD]", "[UNK]", "[CLS]", "[SEP]", "\xE2\x96\x81hello", "\xE2\x96\x81he", "llo", "\xE2\x96\x81world",
+        "\xE2\x96\x81,", "\xE2\x96\x81!", "s", "\xE2\x96\x81" "cafe", "\xE2\x96\x81\xE4\xB8\xAD",  // ▁中
+        "\xE2\x96\x81Hello"};
+    std::vector<int32_t> types(tokens.size(), 1);
+    for (int i = 0; i < 4; ++i) types[size_t(i)] = 3;
+    w.kv_str("tokenizer.ggml.model", "bert");
+    w.kv_str("tokenizer.ggml.pre", "bert-bge");
+    w.kv_str_array("tokenizer.ggml.tokens", tokens);
+    w.kv_i32_array("tokenizer.ggml.token_type", types);
+    w.kv_u32("tokenizer.ggml.bos_token_id", 2);
+    w.kv_u32("tokenizer.ggml.unknown_token_id", 1);
+    w.kv_u32("tokenizer.ggml.seperator_token_id", 3);
+    if (lowercase >= 0) w.kv_bool("tokenizer.ggml.normalizer.lowercase", lowercase != 0);
+    return w.bytes();
+}
+
+}  // namespace
+
+TEST(Tokenizer, WordPiece) {
+    using V = std::vector<int32_t>;
+    const std::vector<uint8_t> bytes = bert_vocab(-1);  // no normalizer keys: lowercase, strip accents
+    auto file = GgufFile::parse(bytes.data(), bytes.size(), "bert-tiny");
+    auto tok = Tokenizer::from_gguf(*file);
+    const int32_t unk = 1, cls = 2, sep = 3, hello = 4, he = 5, llo = 6, world = 7, comma = 8, bang = 9, s = 10,
+                  cafe = 11, zhong = 12;
+    // Punctuation is a word of its own; add_special wraps in [CLS] ... [SEP].
+    EXPECT_EQ(tok->encode("Hello, WORLD!", true, false), (V{cls, hello, comma, world, bang, sep}));
+    EXPECT_EQ(tok->encode("Hello, WORLD!", false, false), (V{hello, comma, world, bang}));
+    // Greedy longest match from the left, continuations without "▁".
+    EXPECT_EQ(tok->encode("hellos", false, false), (V{hello, s}));
+    EXPECT_EQ(tok->encode("hello\tllo", false, false), (V{hello, unk}));  // "▁llo" is no token
+    // Any unmatched rest voids the whole word: one [UNK], not ▁he + [UNK].
+    EXPECT_EQ(tok->encode("he", false, false), (V{he}));
+    EXPECT_EQ(tok->encode("hexyz world", false, false), (V{unk, world}));
+    // Accents stripped, control characters dropped, ideographs split off.
+    EXPECT_EQ(tok->encode("Caf\xC3\xA9\x01", false, false), (V{cafe}));
+    EXPECT_EQ(tok->encode("\xE4\xB8\xAD\xE4\xB8\xAD", false, false), (V{zhong, zhong}));
+    EXPECT_TRUE(tok->encode(" \n\x01 ", false, false).empty());
+    EXPECT_EQ(tok->encode("", true, false), (V{cls, sep}));
+    EXPECT_EQ(tok->token_to_piece(hello), " hello");
+    EXPECT_EQ(tok->token_to_piece(llo), "llo");
+    EXPECT_EQ(tok->token_to_piece(cls), "[CLS]");
+    EXPECT_EQ(tok->decode(tok->encode("hellos, world", false, false)), " hellos , world");
+
+    // tokenizer.ggml.normalizer.lowercase = false: case (and accents) kept.
+    const std::vector<uint8_t> cased = bert_vocab(0);
+    auto cased_file = GgufFile::parse(cased.data(), cased.size(), "bert-cased");
+    auto cased_tok = Tokenizer::from_gguf(*cased_file);
+    EXPECT_EQ(cased_tok->encode("Hello hello Caf\xC3\xA9", false, false), (V{13, hello, unk}));
+}
+
+namespace {
+
+// A tiny "llama" (SentencePiece) vocabulary: "<unk>", "<s>", "</s>" (control),
+// "a", then `extra` as normal tokens (ids 4, 5, ...): llama.cpp finds its
+// special tokens by text whatever their type. `kv` adds metadata.
+std::unique_ptr<Tokenizer> spm_with(const std::vector<std::string>& extra,
+                                    const std::function<void(specdec::test::GgufWriter&)>& kv = {}) {
+    specdec::test::GgufWriter w;
+    std::vector<std::string> tokens = {"<unk>", "<s>", "</s>", "a"};
+    std::vector<int32_t> types = {2, 3, 3, 1};
+    for (const std::string& t : extra) {
+        tokens.push_back(t);
+        types.push_back(1);
+    }
+    w.kv_str("tokenizer.ggml.model", "llama");
+    w.kv_str_array("tokenizer.ggml.tokens", tokens);
+    w.kv_f32_array("tokenizer.ggml.scores", std::vector<float>(tokens.size(), 0.0f));
+    w.kv_i32_array("tokenizer.ggml.token_type", types);
+    if (kv) kv(w);
+    const std::vector<uint8_t> bytes = w.bytes();
+    auto file = GgufFile::parse(bytes.data(), bytes.size(), "spm-tiny");
+    return Tokenizer::from_gguf(*file);
+}
+
+const std::string kEndOfSentence = "<\xEF\xBD\x9C" "end\xE2\x96\x81" "of\xE2\x96\x81" "sentence\xEF\xBD\x9C>";
+
+}  // namespace
+
+// llama.cpp's gpt-oss / Solar Open rule: with "<|return|>" and "<|call|>" (or
+// "<|calls|>" and "<|flush|>") ending generation, "<|end|>" only ends a
+// message; it is not end of generation and becomes user-defined.
+TEST(Tokenizer, GptOssEndIsNotEndOfGeneration) {
+    const int32_t end = 4, ret = 5, call = 6;
+    auto gpt_oss = spm_with({"<|end|>", "<|return|>", "<|call|>", "<|channel|>"});
+    EXPECT_FALSE(gpt_oss->is_end_of_generation(end));
+    EXPECT_EQ(gpt_oss->attr(end), Tokenizer::kUserDefined);
+    EXPECT_TRUE(gpt_oss->is_end_of_generation(ret));
+    EXPECT_TRUE(gpt_oss->is_end_of_generation(call));
+    EXPECT_TRUE(gpt_oss->is_end_of_generation(2));
+    // gpt-oss's chat markers are user-defined (always rendered, always parsed).
+    EXPECT_EQ(gpt_oss->attr(7), Tokenizer::kUserDefined);
+    EXPECT_EQ(gpt_oss->encode("<|end|><|channel|>", false, false), (std::vector<int32_t>{end, 7}));
+    // Also when the metadata names "<|end|>" as the end-of-turn token.
+    auto eot_end = spm_with({"<|end|>", "<|return|>", "<|call|>"},
+                            [](specdec::test::GgufWriter& w) { w.kv_u32("tokenizer.ggml.eot_token_id", 4); });
+    EXPECT_FALSE(eot_end->is_end_of_generation(end));
+    // Solar Open's pair, and the mixed "<|return|>" + "<|calls|>".
+    EXPECT_FALSE(spm_with({"<|end|>", "<|calls|>", "<|flush|>"})->is_end_of_generation(end));
+    EXPECT_FALSE(spm_with({"<|end|>", "<|return|>", "<|calls|>"})->is_end_of_generation(end));
+    EXPECT_FALSE(spm_with({"<|end|>", "<|call|>", "<|flush|>"})->is_end_of_generation(end));
+    // One of a pair is not enough: "<|end|>" stays end of generation (Phi-3).
+    for (const auto& v : std::vector<std::vector<std::string>>{
+             {"<|end|>"}, {"<|end|>", "<|return|>"}, {"<|end|>", "<|call|>"}, {"<|end|>", "<|flush|>"},
+             {"<|end|>", "<|return|>", "<|flush|>"}}) {
+        auto t = spm_with(v);
+        EXPECT_TRUE(t->is_end_of_generation(end)) << v.size();
+        EXPECT_TRUE(t->is_control(end));
+        for (int32_t id = end + 1; id < t->n_vocab(); ++id) EXPECT_TRUE(t->is_end_of_generation(id)) << id;
+    }
+}
+
+// Every text on llama.cpp's end-of-generation list, including DeepSeek's
+// "<｜end▁of▁sentence｜>" and MiniMax's "[e~[", ends generation and is made a
+// control token even when the file types it as normal text.
+TEST(Tokenizer, EndOfGenerationNames) {
+    const std::vector<std::string> names = {
+        "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|flush|>", "<end_of_turn>", "<|endoftext|>",
+        "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>", "<end_of_utterance>", "<eos>",
+        "<turn|>", "<|tool_response>", kEndOfSentence, "[e~["};
+    std::vector<std::string> extra = names;
+    extra.push_back("<|im_start|>");
+    auto t = spm_with(extra);
+    for (size_t i = 0; i < names.size(); ++i) {
+        const int32_t id = int32_t(4 + i);
+        EXPECT_TRUE(t->is_end_of_generation(id)) << names[i];
+        EXPECT_TRUE(t->is_control(id)) << names[i];
+    }
+    EXPECT_FALSE(t->is_end_of_generation(int32_t(4 + names.size())));
+    EXPECT_FALSE(t->is_end_of_generation(3));
+    // Each alone too (the EOT pick cannot hide one).
+    for (const std::string& name : {kEndOfSentence, std::string("[e~[")}) {
+        auto one = spm_with({name});
+        EXPECT_TRUE(one->is_end_of_generation(4)) << name;
+        EXPECT_TRUE(one->is_control(4)) << name;
+        EXPECT_EQ(one->encode(name, false, true), (std::vector<int32_t>{4})) << name;
+    }
+}
+
+// FIM tokens found by text: DeepSeek's "<｜fim▁begin｜>"/"<｜fim▁hole｜>"/
+// "<｜fim▁end｜>" become control tokens, unless the metadata names the role's
+// token (llama.cpp then does not look); of several FIM pad texts exactly one is
+// picked and ends generation.
+TEST(Tokenizer, FimTokensByText) {
+    const std::string begin = "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "begin\xEF\xBD\x9C>";
+    const std::string hole = "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "hole\xEF\xBD\x9C>";
+    const std::string fend = "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "end\xEF\xBD\x9C>";
+    auto t = spm_with({begin, hole, fend});
+    for (int32_t id : {4, 5, 6}) {
+        EXPECT_TRUE(t->is_control(id)) << id;
+        EXPECT_FALSE(t->is_end_of_generation(id)) << id;
+    }
+    auto named = spm_with({begin, hole, fend}, [](specdec::test::GgufWriter& w) {
+        w.kv_u32("tokenizer.ggml.fim_pre_token_id", 3);
+        w.kv_u32("tokenizer.ggml.suffix_token_id", 3);  // the deprecated key
+    });
+    EXPECT_FALSE(named->is_control(4));
+    EXPECT_FALSE(named->is_control(5));
+    EXPECT_TRUE(named->is_control(6));
+
+    auto pads = spm_with({"<PAD>", "[PAD]", "<fim_pad>", "<REPO>", "<reponame>"});
+    EXPECT_EQ(int(pads->is_end_of_generation(4)) + int(pads->is_end_of_generation(5)) +
+                  int(pads->is_end_of_generation(6)),
+              1);
+    EXPECT_EQ(int(pads->is_end_of_generation(7)) + int(pads->is_end_of_generation(8)), 1);
+    for (int32_t id = 4; id <= 8; ++id) EXPECT_EQ(pads->is_control(id), pads->is_end_of_generation(id)) << id;
+}
+
+TEST(Tokenizer, UnknownModelIsRefused) {
+    specdec::test::GgufWriter w;
+    w.kv_str("tokenizer.ggml.model", "no-such-model-7");
+    w.kv_str_array("tokenizer.ggml.tokens", {"a", "b"});
+    const std::vector<uint8_t> bytes = w.bytes();
+    auto file = GgufFile::parse(bytes.data(), bytes.size(), "unknown-model");
+    try {
+        Tokenizer::from_gguf(*file);
+        FAIL() << "an unknown tokenizer.ggml.model was accepted";
+    } catch (const specdec::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("no-such-model-7"), std::string::npos) << e.what();
+    }
+}
+
 TEST(Tokenizer, SmolLM) {
     LOAD_OR_FAIL(m, specdec::test::kSmolLM);
     const Tokenizer& t = *m.tok;
@@ -260,30 +539,10 @@ TEST(Tokenizer, BadMetadataThrows) {
     EXPECT_THROW(Tokenizer::from_gguf(*f), specdec::Error);
 }
 
-TEST(ChatTemplate, Families) {
-    const std::vector<ChatMessage> conv = {{"user", "Hi"}, {"assistant", "Hello!"}, {"user", "Bye"}};
-    ChatTemplate qwen = detect_chat_template(
-        "{{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\\n' }}"
-        "<tool_response>",
-        "qwen2");
-    EXPECT_EQ(qwen.default_system, "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.");
-    EXPECT_EQ(render_chat(qwen, {{"user", "Hi"}}, true),
-              "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
-              "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
-    const ChatTemplate gemma = detect_chat_template("", "gemma3");
-    EXPECT_EQ(gemma.family, ChatFamily::Gemma);
-    EXPECT_EQ(render_chat(gemma, {{"system", "Be brief."}, {"user", " Hi \n"}}, true),
-              "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n");
-    EXPECT_THROW(render_chat(gemma, {{"assistant", "x"}}, false), specdec::Error);
-    EXPECT_FALSE(detect_chat_template("{{ messages }}", "llama").known);
-    EXPECT_EQ(render_chat(gemma, conv, false),
-              "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n"
-              "<start_of_turn>user\nBye<end_of_turn>\n");
-}
-
 TEST(ChatTemplate, RealModels) {
     LOAD_OR_FAIL(m, specdec::test::kSmolLM);
-    EXPECT_EQ(apply_chat_template(*m.file, {{"user", "Hi"}}, true),
+    const ChatTemplate tmpl(model_chat_template(*m.file));
+    EXPECT_EQ(apply_chat_template(tmpl, *m.tok, {{"user", "Hi"}}, true),
               "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
               "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
 }
