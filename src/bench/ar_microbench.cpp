@@ -69,7 +69,7 @@ void run_ar_micro(BenchResult& r) {
         const BandwidthProbe bw = probe_read_bandwidth(e->pool());
         // The probe's and the calibration's buffers are freed: the peak RSS below is the engine's own.
         reset_peak_rss();
-        const size_t token_bytes = model::weight_bytes_per_token(e->model().weights());
+        const size_t token_bytes = model::weight_bytes_per_token(e->model().weights(), e->model().config());
         prog.step(tag + " read bandwidth", 0);
 
         // Warm-up: a short prefill touches every weight page once.

@@ -25,12 +25,14 @@ enum class TensorType : uint32_t {
     Q6_K = 14,
     Q8_K = 15,
     IQ4_NL = 20,
+    IQ4_XS = 23,
     I8 = 24,
     I16 = 25,
     I32 = 26,
     I64 = 27,
     F64 = 28,
     BF16 = 30,
+    MXFP4 = 39,
 };
 
 struct TensorTypeTraits {
@@ -57,6 +59,8 @@ inline TensorTypeTraits tensor_type_traits(uint32_t t) {
         case 14: return {"Q6_K", 256, 210, true};
         case 15: return {"Q8_K", 256, 292, true};
         case 20: return {"IQ4_NL", 32, 18, true};
+        case 23: return {"IQ4_XS", 256, 136, true};
+        case 39: return {"MXFP4", 32, 17, true};
         // Sized so that a file using them can be read (and `specdec models
         // inspect` can say what it holds); no kernel runs them, and the weight
         // binder refuses them by name (kernels::is_supported_weight_type).
@@ -66,11 +70,9 @@ inline TensorTypeTraits tensor_type_traits(uint32_t t) {
         case 19: return {"IQ1_S", 256, 50, true};
         case 21: return {"IQ3_S", 256, 110, true};
         case 22: return {"IQ2_S", 256, 82, true};
-        case 23: return {"IQ4_XS", 256, 136, true};
         case 29: return {"IQ1_M", 256, 56, true};
         case 34: return {"TQ1_0", 256, 54, true};
         case 35: return {"TQ2_0", 256, 66, true};
-        case 39: return {"MXFP4", 32, 17, true};
         case 24: return {"I8", 1, 1, true};
         case 25: return {"I16", 1, 2, true};
         case 26: return {"I32", 1, 4, true};

@@ -11,6 +11,7 @@
 
 #include "core/fp16.h"
 #include "kernels/dispatch.h"
+#include "kernels/ops.h"
 
 namespace specdec::kernels {
 
@@ -77,6 +78,12 @@ void visible_cells(const VisibleSlots& vis, int& n, const int*& slots, const int
     pos = p.data();
 }
 
+void capped_scores(const VisibleSlots& vis, float scale, float* scores, int n) {
+    if (vis.softcap <= 0.0f) return;
+    softcap_inplace(scores, vis.softcap, n);
+    for (int j = 0; j < n; ++j) scores[j] *= scale;  // soft_max_ext's s*scale
+}
+
 }  // namespace attn_detail
 
 namespace {
@@ -126,13 +133,15 @@ void attention_head_reference(const float* q, const uint16_t* k, const uint16_t*
     std::vector<float> qh(head_dim);
     for (int d = 0; d < head_dim; ++d) qh[d] = fp16_to_fp32(fp32_to_fp16(q[d]));
     const bool kq_tiny = attn_detail::kq_uses_tinyblas(vis, head_dim);
-    float mx = -std::numeric_limits<float>::infinity();
+    const float kq_scale = attn_detail::kq_pass_scale(vis, scale);
     for (int j = 0; j < n; ++j) {
         const uint16_t* kr = k + (size_t)slots[j] * kv_stride;
         const float dot = kq_tiny ? dot_tinyblas(qh.data(), kr, head_dim) : dot_vec_f16(qh.data(), kr, head_dim);
-        scores[j] = dot * scale;  // soft_max_ext: s*scale (+ mask 0 for visible slots)
-        mx = std::max(mx, scores[j]);
+        scores[j] = dot * kq_scale;  // soft_max_ext: s*scale (+ mask 0 for visible slots)
     }
+    attn_detail::capped_scores(vis, scale, scores, n);
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int j = 0; j < n; ++j) mx = std::max(mx, scores[j]);
 
     // Softmax: ggml_v_expf per slot; each 16-slot chunk of the padded row is
     // summed by the 16-lane tree in f32 (masked lanes are exact zeros), chunk

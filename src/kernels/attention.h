@@ -52,6 +52,10 @@ struct VisibleSlots {
     // positions ending at the row's own). -1: vis.end + i, which is right
     // unless a sliding window dropped the chain's first ancestors.
     int extra_pos0 = -1;
+    // gemma2's attention logit soft-capping: each q.k becomes
+    // cap * tanh(q.k / cap) (kernels::softcap_inplace), then the scale and the
+    // softmax apply, as llama.cpp's non-flash graph does. 0: none.
+    float softcap = 0.0f;
     int count() const { return (end - begin) + n_extra; }
 };
 
@@ -113,6 +117,12 @@ inline bool kqv_uses_tinyblas(const VisibleSlots& vis, int head_dim) {
 // indices ggml's lanes see), ascending. Thread-local storage, valid until the
 // next call on this thread.
 void visible_cells(const VisibleSlots& vis, int& n, const int*& slots, const int*& pos);
+
+// The scale the KQ dots are multiplied by in the kernels' KQ pass: 1 when the
+// scores are soft-capped (the scale applies after the cap, in capped_scores).
+inline float kq_pass_scale(const VisibleSlots& vis, float scale) { return vis.softcap > 0.0f ? 1.0f : scale; }
+// With soft-capping: scores[j] = softcap(scores[j]) * scale for j < n; else nothing.
+void capped_scores(const VisibleSlots& vis, float scale, float* scores, int n);
 
 }  // namespace attn_detail
 

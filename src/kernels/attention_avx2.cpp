@@ -247,17 +247,19 @@ void attention_heads_avx2(const float* q, int q_stride, int n_q, const uint16_t*
             }
         // KQ: each K row converted once, dotted with every head of the pass.
         float* sc = scores;  // G rows of n
+        const float scale_kq = attn_detail::kq_pass_scale(vis, scale);
         for (int j = 0; j < n; ++j) {
             const uint16_t* kr = k + (size_t)slots[j] * kv_stride;
             if (G == 1) {  // nothing to share: convert while dotting
-                sc[j] = (kq_tiny ? dot_tinyblas(qh, kr, D) : dot_vec_f16(qh, kr, D)) * scale;
+                sc[j] = (kq_tiny ? dot_tinyblas(qh, kr, D) : dot_vec_f16(qh, kr, D)) * scale_kq;
                 continue;
             }
             for (int d = 0; d < D; d += 8) _mm256_store_ps(kf + d, load_f16(kr + d));
             for (int g = 0; g < G; ++g)
                 sc[(size_t)g * n + j] =
-                    (kq_tiny ? dot_tinyblas(qh + (size_t)g * D, kf, D) : dot_vec_f16(qh + (size_t)g * D, kf, D)) * scale;
+                    (kq_tiny ? dot_tinyblas(qh + (size_t)g * D, kf, D) : dot_vec_f16(qh + (size_t)g * D, kf, D)) * scale_kq;
         }
+        for (int g = 0; g < G; ++g) attn_detail::capped_scores(vis, scale, sc + (size_t)g * n, n);
         for (int g = 0; g < G; ++g) softmax_row(sc + (size_t)g * n, n, pos);
 
         // Bucket the slots by lane = position % L keeping position order; a

@@ -271,7 +271,8 @@ void attention_heads_avx512(const float* q, int q_stride, int n_q, const uint16_
                 _mm512_store_ps(qh + (size_t)g * D + d, _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT)));
             }
         float* sc = scores;  // G rows of n
-        kq_dispatch(D, qh, G, k, kv_stride, slots, n, scale, sc, n);
+        kq_dispatch(D, qh, G, k, kv_stride, slots, n, attn_detail::kq_pass_scale(vis, scale), sc, n);
+        for (int g = 0; g < G; ++g) attn_detail::capped_scores(vis, scale, sc + (size_t)g * n, n);
         for (int g = 0; g < G; ++g) softmax_row(sc + (size_t)g * n, n, pos, ascending);
 
         // Bucket the cells by lane = position % 64, keeping position order;

@@ -161,6 +161,31 @@ void deq_iq4_nl(const BlockIQ4_NL* x, float* y, int64_t nb) {
     }
 }
 
+// IQ4_XS: (d * scale) * value, the float order of ggml's dequantize_row_iq4_xs.
+void deq_iq4_xs(const BlockIQ4_XS* x, float* y, int64_t nb) {
+    for (int64_t b = 0; b < nb; ++b) {
+        const float d = fp16_to_fp32(x[b].d);
+        for (int s = 0; s < QK_K / 32; ++s, y += 32) {
+            const float dl = d * (float)iq4_xs_scale(x[b], s);
+            const uint8_t* qs = x[b].qs + 16 * s;
+            for (int j = 0; j < 16; ++j) {
+                y[j] = dl * (float)kIq4nlValues[qs[j] & 0xF];
+                y[j + 16] = dl * (float)kIq4nlValues[qs[j] >> 4];
+            }
+        }
+    }
+}
+
+void deq_mxfp4(const BlockMXFP4* x, float* y, int64_t nb) {
+    for (int64_t b = 0; b < nb; ++b, y += QK) {
+        const float d = e8m0_to_fp32_half(x[b].e);
+        for (int j = 0; j < QK / 2; ++j) {
+            y[j] = (float)kMxfp4Values[x[b].qs[j] & 0xF] * d;
+            y[j + QK / 2] = (float)kMxfp4Values[x[b].qs[j] >> 4] * d;
+        }
+    }
+}
+
 }  // namespace
 
 bool is_supported_weight_type(TensorType type) {
@@ -178,7 +203,9 @@ bool is_supported_weight_type(TensorType type) {
         case TensorType::Q6_K:
         case TensorType::Q2_K:
         case TensorType::Q3_K:
-        case TensorType::IQ4_NL: return true;
+        case TensorType::IQ4_NL:
+        case TensorType::IQ4_XS:
+        case TensorType::MXFP4: return true;
         default: return false;
     }
 }
@@ -214,6 +241,8 @@ void dequantize_row(TensorType type, const void* src, float* dst, int64_t n) {
         case TensorType::Q2_K: deq_q2_K(static_cast<const BlockQ2_K*>(src), dst, nb); break;
         case TensorType::Q3_K: deq_q3_K(static_cast<const BlockQ3_K*>(src), dst, nb); break;
         case TensorType::IQ4_NL: deq_iq4_nl(static_cast<const BlockIQ4_NL*>(src), dst, nb); break;
+        case TensorType::IQ4_XS: deq_iq4_xs(static_cast<const BlockIQ4_XS*>(src), dst, nb); break;
+        case TensorType::MXFP4: deq_mxfp4(static_cast<const BlockMXFP4*>(src), dst, nb); break;
         default: break;
     }
 }

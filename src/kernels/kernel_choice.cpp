@@ -202,7 +202,8 @@ bool tiles_exact_across_levels(TensorType t) {
     switch (t) {
         case TensorType::Q4_0: case TensorType::Q4_1: case TensorType::Q5_0: case TensorType::Q5_1:
         case TensorType::Q8_0: case TensorType::Q4_K: case TensorType::Q5_K: case TensorType::Q6_K:
-        case TensorType::Q2_K: case TensorType::Q3_K: case TensorType::IQ4_NL:
+        case TensorType::Q2_K: case TensorType::Q3_K: case TensorType::IQ4_NL: case TensorType::IQ4_XS:
+        case TensorType::MXFP4:
             return true;
         default:
             return false;

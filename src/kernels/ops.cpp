@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "kernels/attention.h"
 
 namespace specdec::kernels {
 
@@ -30,8 +31,8 @@ void rope(float* x, int n_heads, int head_dim, int64_t pos, const RopeParams& p)
     for (int i = 0; i < p.n_rot / 2; ++i) {
         // As ggml: the factor divides the unscaled angle, then freq_scale applies.
         const float t = p.freq_scale * (p.freq_factors ? theta / p.freq_factors[i] : theta);
-        cs[i] = std::cos(t);
-        sn[i] = std::sin(t);
+        cs[i] = std::cos(t) * p.attn_factor;
+        sn[i] = std::sin(t) * p.attn_factor;
         theta *= theta_scale;
     }
     for (int h = 0; h < n_heads; ++h) {
@@ -68,6 +69,32 @@ void softmax(float* x, int64_t n) {
     }
     const float inv = (float)(1.0 / sum);
     for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void softmax_ggml(float* x, int64_t n) {
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
+    double sum = 0.0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        float e[16];
+        for (int l = 0; l < 16; ++l) x[i + l] = e[l] = attn_detail::ggml_expf_lane(x[i + l] - mx);
+        // _mm512_reduce_add_ps: halves (l, l+8), (l, l+4), (l, l+2), (l, l+1).
+        for (int w = 8; w >= 1; w /= 2)
+            for (int l = 0; l < w; ++l) e[l] += e[l + w];
+        sum += (double)e[0];
+    }
+    for (; i < n; ++i) {
+        x[i] = std::exp(x[i] - mx);
+        sum += (double)x[i];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int64_t j = 0; j < n; ++j) x[j] *= inv;
+}
+
+void softcap_inplace(float* x, float cap, int64_t n) {
+    const float inv = 1.0f / cap;
+    for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i] * inv) * cap;
 }
 
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {

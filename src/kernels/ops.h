@@ -25,12 +25,25 @@ struct RopeParams {
     // (Llama 3's "llama3" RoPE scaling, stored precomputed as the GGUF tensor
     // rope_freqs.weight); null: no factors.
     const float* freq_factors = nullptr;
+    // Multiplies cos and sin (ggml's attn_factor / mscale): phi3 LongRoPE.
+    float attn_factor = 1.0f;
     bool neox = false;
 };
 void rope(float* x, int n_heads, int head_dim, int64_t pos, const RopeParams& p);
 
 // In-place softmax over n values; -inf entries get probability 0.
 void softmax(float* x, int64_t n);
+
+// ggml_soft_max (no mask, scale 1) as ggml's CPU backend computes it when
+// built with AVX-512: max; e = ggml_v_expf(x - max) over 16-value chunks,
+// each chunk's sum a 16-lane tree added to a double, the tail with expf;
+// then x *= (float)(1 / sum). For decisions taken on the probabilities
+// themselves (an MoE router's top-k), where llama.cpp's order matters.
+void softmax_ggml(float* x, int64_t n);
+
+// x[i] = cap * tanh(x[i] / cap), as ggml's scale, tanh, scale: gemma2's
+// soft-capping of attention scores and logits. cap > 0.
+void softcap_inplace(float* x, float cap, int64_t n);
 
 // out[i] = silu(gate[i]) * up[i]
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);

@@ -12,10 +12,14 @@
 //   Q2_K/Q3_K: two halves of 128; element 128h+32k+l (k<4, l<32) is bits
 //              2k..2k+1 of qs[32h+l]; Q3_K's 3rd bit is bit 4h+k of hmask[l]
 //              (set: value q, clear: q-4). Scales per 16 elements.
+//   IQ4_XS:    8 sub-blocks of 32, each in IQ4_NL's order (qs[16s..16s+15]:
+//              low nibbles elements 32s..32s+15, high nibbles 32s+16..).
+//   MXFP4:     Q4_0's order; nibbles index kMxfp4Values.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace specdec::kernels {
 
@@ -86,6 +90,16 @@ struct BlockIQ4_NL {
     uint16_t d;           // value = d * kIq4nlValues[q]
     uint8_t qs[QK / 2];   // nibbles, in Q4_0's element order
 };
+struct BlockIQ4_XS {
+    uint16_t d;               // fp16 super-scale
+    uint16_t scales_h;        // top 2 bits of the 8 six-bit scales (bits 2s..2s+1)
+    uint8_t scales_l[QK_K / 64];  // low 4 bits: sub-block s in nibble s % 2 of byte s / 2
+    uint8_t qs[QK_K / 2];     // value = d * (scale_s - 32) * kIq4nlValues[q]
+};
+struct BlockMXFP4 {
+    uint8_t e;            // E8M0 shared exponent: value = 2^(e-128) * kMxfp4Values[q]
+    uint8_t qs[QK / 2];   // E2M1 codes (sign bit 3), in Q4_0's element order
+};
 struct BlockQ8_K {
     float d;              // value = q * d (plain float, not fp16)
     int8_t qs[QK_K];
@@ -105,11 +119,17 @@ static_assert(sizeof(BlockQ8_K) == 292);
 static_assert(sizeof(BlockQ2_K) == 84);
 static_assert(sizeof(BlockQ3_K) == 110);
 static_assert(sizeof(BlockIQ4_NL) == 18);
+static_assert(sizeof(BlockIQ4_XS) == 136);
+static_assert(sizeof(BlockMXFP4) == 17);
 
 // The 16 non-linear levels of IQ4_NL (ggml's kvalues_iq4nl): int8, so a
 // block's dot with Q8_0 stays an integer dot.
 inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
+// MXFP4's E2M1 values doubled (ggml's kvalues_mxfp4), so they are int8 and a
+// block's dot with Q8_0 stays integer; the scale carries the 1/2 (see
+// e8m0_to_fp32_half).
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 static_assert(alignof(BlockQ4_0) == 2 && alignof(BlockQ8_K) == 4);
 
 // Unpacks scale and min j (0..7) of a Q4_K/Q5_K super-block: the first four
@@ -132,6 +152,24 @@ inline int q3_K_scale(const uint8_t* s, int j) {
     const int lo = j < 8 ? s[j] & 0xF : s[j - 8] >> 4;
     const int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
     return (lo | (hi << 4)) - 32;
+}
+
+// Six-bit scale s (0..7) of an IQ4_XS super-block, less its offset of 32.
+inline int iq4_xs_scale(const BlockIQ4_XS& b, int s) {
+    const int lo = (b.scales_l[s / 2] >> (4 * (s % 2))) & 0xF;
+    const int hi = (b.scales_h >> (2 * s)) & 3;
+    return (lo | (hi << 4)) - 32;
+}
+
+// 2^(e-128), half the E8M0 value 2^(e-127) (the other half is in
+// kMxfp4Values), built from its bits as ggml's ggml_e8m0_to_fp32_half: e < 2
+// gives the subnormals 2^-128 and 2^-127. e = 255 (NaN in the OCP spec) is
+// 2^127, as in ggml.
+inline float e8m0_to_fp32_half(uint8_t e) {
+    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
 }
 
 }  // namespace specdec::kernels

@@ -116,14 +116,16 @@ TensorType dot_type_for(TensorType w) {
         case TensorType::Q4_0:
         case TensorType::Q5_0:
         case TensorType::Q8_0:
-        case TensorType::IQ4_NL: return TensorType::Q8_0;
+        case TensorType::IQ4_NL:
+        case TensorType::MXFP4: return TensorType::Q8_0;
         case TensorType::Q4_1:
         case TensorType::Q5_1: return TensorType::Q8_1;
         case TensorType::Q2_K:
         case TensorType::Q3_K:
         case TensorType::Q4_K:
         case TensorType::Q5_K:
-        case TensorType::Q6_K: return TensorType::Q8_K;
+        case TensorType::Q6_K:
+        case TensorType::IQ4_XS: return TensorType::Q8_K;
         case TensorType::F16: return TensorType::F16;
         case TensorType::BF16: return TensorType::BF16;
         default: return TensorType::F32;

@@ -21,7 +21,7 @@ using TileFn = void (*)(int64_t n_in, const uint8_t* w, size_t w_stride, int64_t
 
 // Indexed by the TensorType number of the weight; nullptr: not provided at this level.
 struct KernelTable {
-    static constexpr int kSlots = 32;
+    static constexpr int kSlots = 40;  // up to MXFP4 (39)
     TileFn tile[kSlots] = {};
     TileFn get(TensorType t) const {
         const auto i = (uint32_t)t;
@@ -49,5 +49,7 @@ float vec_dot_q6_K_q8_K(int64_t n, const void* w, const void* a);
 float vec_dot_q2_K_q8_K(int64_t n, const void* w, const void* a);
 float vec_dot_q3_K_q8_K(int64_t n, const void* w, const void* a);
 float vec_dot_iq4_nl_q8_0(int64_t n, const void* w, const void* a);
+float vec_dot_iq4_xs_q8_K(int64_t n, const void* w, const void* a);
+float vec_dot_mxfp4_q8_0(int64_t n, const void* w, const void* a);
 
 }  // namespace specdec::kernels

@@ -245,20 +245,35 @@ void dot_q8_1_family(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_
     for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]) + summ[t];
 }
 
-// IQ4_NL against Q8_0: nibbles through the 16-entry table (pshufb), signed
-// dot as ggml's (|w| * sign(a, w): |w| <= 127 and |a| <= 127, no
-// saturation), even and odd blocks in separate float lanes, an odd last
-// block as one fused integer (see vec_dot_iq4_nl_q8_0).
-template <int NT>
-void dot_iq4_nl(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride, float* out) {
-    const auto* x = reinterpret_cast<const BlockIQ4_NL*>(w);
+// IQ4_NL and MXFP4 against Q8_0: nibbles through the type's 16-entry int8
+// table (pshufb), signed dot as ggml's (|w| * sign(a, w): |w| <= 127 and
+// |a| <= 127, no saturation), even and odd blocks in separate float lanes, an
+// odd last block as one integer (see dot_nl4_q8_0 in vec_dot_scalar.cpp).
+// (Local copies of the header's e8m0_to_fp32_half and iq4_xs_scale: an
+// ISA-flagged copy of an external inline function could be the one the
+// linker keeps for baseline code.)
+inline float nl4_scale(const BlockIQ4_NL& b) { return h2f(b.d); }
+inline float nl4_scale(const BlockMXFP4& b) {
+    const uint32_t bits = b.e < 2 ? 0x00200000u << b.e : (uint32_t)(b.e - 1) << 23;
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+}
+inline int16_t iq4_xs_scale16(const BlockIQ4_XS& b, int s) {
+    return (int16_t)((((b.scales_l[s / 2] >> (4 * (s % 2))) & 0xF) | (((b.scales_h >> (2 * s)) & 3) << 4)) - 32);
+}
+
+template <class Block, int NT>
+void dot_nl4(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride, float* out) {
+    constexpr bool kMx = std::is_same_v<Block, BlockMXFP4>;
+    const auto* x = reinterpret_cast<const Block*>(w);
     ActRow ys[NT];
     __m256 acc[2][NT];
     for (int t = 0; t < NT; ++t) {
-        ys[t] = act_row<BlockQ8_0>(a + (size_t)t * a_stride, TensorType::IQ4_NL, n_in);
+        ys[t] = act_row<BlockQ8_0>(a + (size_t)t * a_stride, kMx ? TensorType::MXFP4 : TensorType::IQ4_NL, n_in);
         acc[0][t] = acc[1][t] = _mm256_setzero_ps();
     }
-    const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
+    const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kMx ? kMxfp4Values : kIq4nlValues));
     const __m128i low4 = _mm_set1_epi8(0x0F);
     auto decode = [&](int64_t b) {
         const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].qs));
@@ -274,7 +289,7 @@ void dot_iq4_nl(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_strid
     for (; b + 1 < nb; b += 2) {
         for (int k = 0; k < 2; ++k) {
             const __m256i q = decode(b + k);
-            const float dx = h2f(x[b + k].d);
+            const float dx = nl4_scale(x[b + k]);
             for (int t = 0; t < NT; ++t) {
                 const __m256 d = _mm256_set1_ps(ys[t].d[b + k] * dx);
                 acc[k][t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes(q, t, b + k)), acc[k][t]);
@@ -284,13 +299,17 @@ void dot_iq4_nl(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_strid
     for (int t = 0; t < NT; ++t) out[t] = hsum(_mm256_add_ps(acc[0][t], acc[1][t]));
     if (b < nb) {
         const __m256i q = decode(b);
-        const float dx = h2f(x[b].d);
+        const float dx = nl4_scale(x[b]);
         for (int t = 0; t < NT; ++t) {
             const __m256i l = lanes(q, t, b);
             __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(l), _mm256_extracti128_si256(l, 1));
             s4 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
             const int32_t s = _mm_cvtsi128_si32(s4) + _mm_extract_epi32(s4, 1);
-            out[t] = std::fma(ys[t].d[b] * dx, (float)s, out[t]);
+            // Not fused, as ggml's build here: the empty asm hides the
+            // product from GCC, which would contract the add into an fma.
+            float p = (ys[t].d[b] * dx) * (float)s;
+            __asm__("" : "+x"(p));
+            out[t] = out[t] + p;
         }
     }
 }
@@ -525,6 +544,45 @@ void dot_q23_K(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride
         const float dx = h2f(x[b].d);
         for (int t = 0; t < NT; ++t) {
             acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(ys[t][b].d * dx), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+        }
+    }
+    for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
+}
+
+// IQ4_XS against Q8_K: each sub-block of 32 decoded through the IQ4_NL table
+// as dot_nl4 does, its signed pair sums (maddubs of |w| and sign(a, w),
+// at most 2*127*127: no saturation) times the sub-block's scale into int32
+// lanes (madd), the 8 sub-blocks summed as integers, then one fmadd per
+// super-block: ggml's lanes, see vec_dot_iq4_xs_q8_K.
+template <int NT>
+void dot_iq4_xs(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride, float* out) {
+    const auto* x = reinterpret_cast<const BlockIQ4_XS*>(w);
+    const BlockQ8_K* ys[NT];
+    __m256 acc[NT];
+    for (int t = 0; t < NT; ++t) {
+        ys[t] = reinterpret_cast<const BlockQ8_K*>(a + (size_t)t * a_stride);
+        acc[t] = _mm256_setzero_ps();
+    }
+    const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
+    const __m128i low4 = _mm_set1_epi8(0x0F);
+    for (int64_t b = 0; b < n_in / QK_K; ++b) {
+        if constexpr (NT <= 4) prefetch_block_ahead<sizeof(BlockIQ4_XS)>(&x[b]);
+        __m256i sumi[NT];
+        for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
+        for (int s = 0; s < QK_K / 32; ++s) {
+            const __m128i qb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].qs + 16 * s));
+            const __m256i q = _mm256_set_m128i(_mm_shuffle_epi8(values, _mm_and_si128(_mm_srli_epi16(qb, 4), low4)),
+                                               _mm_shuffle_epi8(values, _mm_and_si128(qb, low4)));
+            const __m256i aq = _mm256_sign_epi8(q, q);
+            const __m256i ls = _mm256_set1_epi16(iq4_xs_scale16(x[b], s));
+            for (int t = 0; t < NT; ++t) {
+                const __m256i yq = load256(ys[t][b].qs + 32 * s);
+                sumi[t] = madd_acc(sumi[t], _mm256_maddubs_epi16(aq, _mm256_sign_epi8(yq, q)), ls);
+            }
+        }
+        const float dx = h2f(x[b].d);
+        for (int t = 0; t < NT; ++t) {
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dx * ys[t][b].d), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
         }
     }
     for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
@@ -1050,7 +1108,9 @@ template <int NT> struct KQ5_1 { static constexpr auto run = dot_q8_1_family<Dec
 template <int NT> struct KQ4_K { static constexpr auto run = dot_q45_K<false, NT>; };
 template <int NT> struct KQ5_K { static constexpr auto run = dot_q45_K<true, NT>; };
 template <int NT> struct KQ6_K { static constexpr auto run = dot_q6_K<NT>; };
-template <int NT> struct KIQ4_NL { static constexpr auto run = dot_iq4_nl<NT>; };
+template <int NT> struct KIQ4_NL { static constexpr auto run = dot_nl4<BlockIQ4_NL, NT>; };
+template <int NT> struct KMXFP4 { static constexpr auto run = dot_nl4<BlockMXFP4, NT>; };
+template <int NT> struct KIQ4_XS { static constexpr auto run = dot_iq4_xs<NT>; };
 template <int NT> struct KQ2_K { static constexpr auto run = dot_q23_K<false, NT>; };
 template <int NT> struct KQ3_K { static constexpr auto run = dot_q23_K<true, NT>; };
 template <int NT> struct KF32 { static constexpr auto run = dot_float<4, load8_f32, scalar_f32, NT>; };
@@ -1084,6 +1144,8 @@ KernelTable make_table() {
     set(TensorType::Q2_K, tile<KQ2_K>);
     set(TensorType::Q3_K, tile<KQ3_K>);
     set(TensorType::IQ4_NL, tile<KIQ4_NL>);
+    set(TensorType::IQ4_XS, tile<KIQ4_XS>);
+    set(TensorType::MXFP4, tile<KMXFP4>);
     set(TensorType::F32, tile<KF32>);
     set(TensorType::F16, tile<KF16>);
     set(TensorType::BF16, tile<KBF16>);

@@ -306,21 +306,34 @@ float dot_q23_K(int64_t n, const void* w, const void* a) {
     return hsum8(acc);
 }
 
-}  // namespace
+// The two non-linear 4-bit types of 32-element blocks, as Q4_0's nibble
+// order through a 16-entry int8 table: IQ4_NL (fp16 scale) and MXFP4 (E8M0
+// exponent, doubled E2M1 values).
+inline float nl4_scale(const BlockIQ4_NL& b) { return fp16_to_fp32(b.d); }
+inline float nl4_scale(const BlockMXFP4& b) { return e8m0_to_fp32_half(b.e); }
+inline const int8_t* nl4_table(const BlockIQ4_NL&) { return kIq4nlValues; }
+inline const int8_t* nl4_table(const BlockMXFP4&) { return kMxfp4Values; }
 
-// IQ4_NL x Q8_0, as ggml's AVX2 kernel: blocks in pairs, the even one into
-// one set of 8 float lanes and the odd one into another, the two added lane
-// by lane before hsum8; an odd last block is added as one integer, fused.
-float vec_dot_iq4_nl_q8_0(int64_t n, const void* w, const void* a) {
-    const auto* x = static_cast<const BlockIQ4_NL*>(w);
+// IQ4_NL/MXFP4 x Q8_0, as ggml's AVX2 kernels (the same code for both):
+// blocks in pairs, the even one into one set of 8 float lanes and the odd one
+// into another, the two added lane by lane before hsum8; an odd last block is
+// added as one integer, multiplied then added: the llama-cpp-python 0.3.36
+// build here (GCC 12) does not contract that `sumf += d * sumi` (vmulss,
+// vaddss in libggml-cpu.so; this file is built for baseline x86-64, with no
+// FMA to contract into, and the AVX2 tile hides its product behind an empty
+// asm). The block factor is d_act * d_weight.
+template <class Block>
+float dot_nl4_q8_0(int64_t n, const void* w, const void* a) {
+    const auto* x = static_cast<const Block*>(w);
     const auto* y = static_cast<const BlockQ8_0*>(a);
     const int64_t nb = n / QK;
     float acc[2][8] = {};
     auto block = [&](int64_t b, int32_t lanes[8]) {
+        const int8_t* table = nl4_table(x[b]);
         int v[32];
         for (int j = 0; j < 16; ++j) {
-            v[j] = kIq4nlValues[x[b].qs[j] & 0xF];
-            v[j + 16] = kIq4nlValues[x[b].qs[j] >> 4];
+            v[j] = table[x[b].qs[j] & 0xF];
+            v[j + 16] = table[x[b].qs[j] >> 4];
         }
         lanes32(v, y[b].qs, lanes);
     };
@@ -329,7 +342,7 @@ float vec_dot_iq4_nl_q8_0(int64_t n, const void* w, const void* a) {
         for (int k = 0; k < 2; ++k) {
             int32_t lanes[8];
             block(b + k, lanes);
-            fma_lanes(acc[k], fp16_to_fp32(y[b + k].d) * fp16_to_fp32(x[b + k].d), lanes);
+            fma_lanes(acc[k], fp16_to_fp32(y[b + k].d) * nl4_scale(x[b + k]), lanes);
         }
     }
     float both[8];
@@ -340,9 +353,42 @@ float vec_dot_iq4_nl_q8_0(int64_t n, const void* w, const void* a) {
         block(b, lanes);
         int32_t s = 0;
         for (int i = 0; i < 8; ++i) s += lanes[i];
-        sum = std::fma(fp16_to_fp32(y[b].d) * fp16_to_fp32(x[b].d), (float)s, sum);
+        sum = sum + (fp16_to_fp32(y[b].d) * nl4_scale(x[b])) * (float)s;
     }
     return sum;
+}
+
+}  // namespace
+
+float vec_dot_iq4_nl_q8_0(int64_t n, const void* w, const void* a) { return dot_nl4_q8_0<BlockIQ4_NL>(n, w, a); }
+float vec_dot_mxfp4_q8_0(int64_t n, const void* w, const void* a) { return dot_nl4_q8_0<BlockMXFP4>(n, w, a); }
+
+// IQ4_XS x Q8_K, as ggml's AVX2 kernel: lane i of a sub-block s (elements
+// 32s..32s+31, IQ4_NL's order) is the dot of its bytes 4i..4i+3, times the
+// sub-block's signed scale; the 8 sub-blocks' lanes add up as integers
+// (ggml's even/odd split is integer too, so exact), then one fma per
+// super-block with d * d_act, and hsum8 at the end.
+float vec_dot_iq4_xs_q8_K(int64_t n, const void* w, const void* a) {
+    const auto* x = static_cast<const BlockIQ4_XS*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(a);
+    float acc[8] = {};
+    for (int64_t b = 0; b < n / QK_K; ++b) {
+        int32_t lanes[8] = {};
+        for (int s = 0; s < QK_K / 32; ++s) {
+            int v[32];
+            const uint8_t* qs = x[b].qs + 16 * s;
+            for (int j = 0; j < 16; ++j) {
+                v[j] = kIq4nlValues[qs[j] & 0xF];
+                v[j + 16] = kIq4nlValues[qs[j] >> 4];
+            }
+            int32_t l[8];
+            lanes32(v, y[b].qs + 32 * s, l);
+            const int ls = iq4_xs_scale(x[b], s);
+            for (int i = 0; i < 8; ++i) lanes[i] += ls * l[i];
+        }
+        fma_lanes(acc, fp16_to_fp32(x[b].d) * y[b].d, lanes);
+    }
+    return hsum8(acc);
 }
 
 float vec_dot_q2_K_q8_K(int64_t n, const void* w, const void* a) { return dot_q23_K<false>(n, w, a); }
@@ -379,6 +425,8 @@ KernelTable make_scalar_table() {
     set(TensorType::Q2_K, scalar_tile<vec_dot_q2_K_q8_K>);
     set(TensorType::Q3_K, scalar_tile<vec_dot_q3_K_q8_K>);
     set(TensorType::IQ4_NL, scalar_tile<vec_dot_iq4_nl_q8_0>);
+    set(TensorType::IQ4_XS, scalar_tile<vec_dot_iq4_xs_q8_K>);
+    set(TensorType::MXFP4, scalar_tile<vec_dot_mxfp4_q8_0>);
     return k;
 }
 

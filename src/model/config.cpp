@@ -17,15 +17,21 @@ ModelConfig read_model_config(const io::GgufFile& f) {
         c.arch = Arch::Qwen2;
     } else if (a == "qwen3") {
         c.arch = Arch::Qwen3;
+    } else if (a == "qwen3moe") {
+        c.arch = Arch::Qwen3Moe;
+    } else if (a == "gemma2") {
+        c.arch = Arch::Gemma2;
     } else if (a == "gemma3") {
         c.arch = Arch::Gemma3;
+    } else if (a == "phi3") {
+        c.arch = Arch::Phi3;
     } else if (a == "smollm3") {
         c.arch = Arch::SmolLM3;
     } else if (a == "olmo2") {
         c.arch = Arch::Olmo2;
     } else {
         throw Error("model '" + f.path() + "': architecture '" + a +
-                    "' is not supported (supported: llama, qwen2, qwen3, gemma3, smollm3, olmo2)");
+                    "' is not supported (supported: llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3, smollm3, olmo2)");
     }
     c.name = f.get_string("general.name", a);
     c.n_layer = (int)f.get_int(a + ".block_count");
@@ -74,11 +80,75 @@ ModelConfig read_model_config(const io::GgufFile& f) {
             c.rope_neox = true;
             c.qk_norm = QkNorm::PerHead;
             break;
+        case Arch::Qwen3Moe: {
+            // Qwen3 whose FFN is a mixture of experts (every layer).
+            c.rope_neox = true;
+            c.qk_norm = QkNorm::PerHead;
+            c.n_expert = (int)f.get_int(a + ".expert_count");
+            c.n_expert_used = (int)f.get_int(a + ".expert_used_count");
+            SPECDEC_CHECK(c.n_expert > 0 && c.n_expert_used > 0 && c.n_expert_used <= c.n_expert, "model '",
+                          f.path(), "': ", c.n_expert_used, " of ", c.n_expert, " experts per token is not valid");
+            // llama.cpp's fallback when the file does not give the expert width.
+            c.n_ff_exp = (int)f.get_int(a + ".expert_feed_forward_length", c.n_ff / c.n_expert_used);
+            SPECDEC_CHECK(c.n_ff_exp > 0, "model '", f.path(), "': non-positive expert_feed_forward_length");
+            break;
+        }
+        case Arch::Phi3:
+            // Fused QKV and gate-up projections (weights.cpp binds views into
+            // them), NeoX RoPE, q scaled before the product. LongRoPE files
+            // carry two sets of frequency factors and an attention factor.
+            // Phi-3's sliding_window key is ignored, as llama.cpp ignores it
+            // ("Phi SWA is currently disabled"): attention is global.
+            c.rope_neox = true;
+            c.q_prescaled = true;
+            c.rope_attn_factor = (float)f.get_float(a + ".rope.scaling.attn_factor", 1.0);
+            c.n_ctx_orig = (int)f.get_int(a + ".rope.scaling.original_context_length", c.n_ctx_train);
+            break;
+        case Arch::Gemma2: {
+            // Gemma 3's layout without q/k norms, with tanh soft-capping of the
+            // attention scores and of the logits, and a sliding window on the
+            // even layers (llama.cpp's pattern 2: every layer but each second).
+            c.rope_neox = true;
+            c.post_norms = true;
+            c.gelu_ffn = true;
+            c.q_prescaled = true;
+            c.embd_scale = std::sqrt((float)c.n_embd);
+            c.attn_softcap = (float)f.get_float(a + ".attn_logit_softcapping", 50.0);
+            c.final_softcap = (float)f.get_float(a + ".final_logit_softcapping", 30.0);
+            SPECDEC_CHECK(c.attn_softcap > 0 && c.final_softcap > 0, "model '", f.path(),
+                          "': soft-capping values must be positive");
+            c.sliding_window = (int)f.get_int(a + ".attention.sliding_window", 4096);
+            SPECDEC_CHECK(c.sliding_window > 0, "model '", f.path(), "': invalid sliding_window ", c.sliding_window);
+            if (const io::GgufValue* pat = f.find(a + ".attention.sliding_window_pattern")) {
+                // llama.cpp's load_swa_pattern: a per-layer bool array, or a period n
+                // (layer il slides when il % n < n - 1; 0: every layer).
+                if (pat->type == io::GgufType::ARRAY) {
+                    SPECDEC_CHECK((int)pat->ints.size() == c.n_layer, "model '", f.path(), "': ", a,
+                                  ".attention.sliding_window_pattern has ", pat->ints.size(), " entries for ",
+                                  c.n_layer, " layers");
+                    for (int il = 0; il < c.n_layer; ++il) c.layer_is_swa[il] = pat->ints[il] != 0;
+                } else {
+                    const int64_t n = f.get_int(a + ".attention.sliding_window_pattern");
+                    SPECDEC_CHECK(n >= 0, "model '", f.path(), "': invalid sliding_window_pattern ", n);
+                    for (int il = 0; il < c.n_layer; ++il) c.layer_is_swa[il] = n == 0 || il % n < n - 1;
+                }
+            } else {
+                for (int il = 0; il < c.n_layer; ++il) c.layer_is_swa[il] = il % 2 == 0;
+            }
+            c.rope_freq_base_swa = (float)f.get_float(a + ".rope.freq_base_swa", c.rope_freq_base);
+            c.rope_freq_scale_swa = c.rope_freq_scale;
+            // Gemma 2 27B (46 layers) scales queries by 1/sqrt(n_embd / n_head)
+            // (its query_pre_attn_scalar), the others by 1/sqrt(head_dim); the
+            // GGUF has no key for it, so llama.cpp tells them apart by depth.
+            if (c.n_layer == 46) c.attn_scale = 1.0f / std::sqrt((float)(c.n_embd / c.n_head));
+            break;
+        }
         case Arch::Gemma3:
             c.rope_neox = true;
             c.qk_norm = QkNorm::PerHead;
             c.post_norms = true;
             c.gelu_ffn = true;
+            c.q_prescaled = true;
             c.embd_scale = std::sqrt((float)c.n_embd);
             // Gemma 3: five sliding-window layers, then one global layer; local
             // layers use RoPE base 10k whatever the global base is.

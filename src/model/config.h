@@ -13,7 +13,7 @@ class GgufFile;
 
 namespace specdec::model {
 
-enum class Arch { Llama, Qwen2, Qwen3, Gemma3, SmolLM3, Olmo2 };
+enum class Arch { Llama, Qwen2, Qwen3, Qwen3Moe, Gemma2, Gemma3, Phi3, SmolLM3, Olmo2 };
 
 // RMS norms of q and k (after the projections, before RoPE).
 enum class QkNorm {
@@ -41,9 +41,20 @@ struct ModelConfig {
     bool rope_neox = false;
     float rope_freq_base = 10000.0f;
     float rope_freq_scale = 1.0f;
-    float rope_freq_base_swa = 10000.0f;  // gemma3 local layers
+    float rope_freq_base_swa = 10000.0f;  // gemma2/3 local layers
+    float rope_freq_scale_swa = 1.0f;     // gemma2/3 local layers
+    // Multiplies the rotated cos/sin, so q and k (phi3's LongRoPE: its
+    // rope.scaling.attn_factor, sqrt(1 + ln(ctx / orig_ctx) / ln(orig_ctx))).
+    float rope_attn_factor = 1.0f;
+    // phi3 LongRoPE: the model's pre-extension context. A KV cache longer than
+    // this uses rope_factors_long, else rope_factors_short (llama.cpp decides
+    // the same way, by its context size per sequence).
+    int n_ctx_orig = 0;
     // Attention
     float attn_scale = 0.0f;   // multiplier on q.k (1/sqrt(head_dim) by default)
+    bool q_prescaled = false;  // gemma2/3, phi3: q is multiplied by attn_scale before the product, not the scores
+    float attn_softcap = 0.0f; // gemma2: scores become cap * tanh(score / cap) before the softmax; 0: none
+    float final_softcap = 0.0f;  // gemma2: the same on the logits
     int sliding_window = 0;    // 0: none
     std::vector<bool> layer_is_swa;  // (n_layer) true: sliding-window layer
     std::vector<bool> layer_no_rope; // (n_layer) true: no RoPE in this layer (smollm3's NoPE layers)
@@ -52,8 +63,15 @@ struct ModelConfig {
     QkNorm qk_norm = QkNorm::None;
     bool pre_norms = true;         // norm before attention and FFN (all but olmo2)
     bool post_norms = false;       // gemma3, olmo2: norm after attention and FFN outputs
-    bool gelu_ffn = false;         // gemma3: GELU gate instead of SiLU
-    float embd_scale = 1.0f;       // gemma3: sqrt(n_embd)
+    bool gelu_ffn = false;         // gemma2/3: GELU gate instead of SiLU
+    float embd_scale = 1.0f;       // gemma2/3: sqrt(n_embd)
+    // Mixture of experts (qwen3moe): every layer's FFN is n_expert experts of
+    // width n_ff_exp, of which each row uses the n_expert_used its router
+    // ranks first (softmax over the router logits, top-k, weights renormalised
+    // to sum 1). n_expert == 0: a dense FFN of width n_ff.
+    int n_expert = 0;
+    int n_expert_used = 0;
+    int n_ff_exp = 0;
 
     int kv_dim() const { return n_head_kv * head_dim_k; }
     int v_dim() const { return n_head_kv * head_dim_v; }

@@ -46,6 +46,7 @@ void LmHeadSubset::logits(const float* hidden, std::span<const int> rows, Thread
         kernels::rmsnorm(hidden + (size_t)rows[k] * E, model_.weights().output_norm, h_.data() + (size_t)k * E, E,
                          c.norm_eps);
     kernels::matmul(w_, h_.data(), m, out.data(), pool);
+    if (c.final_softcap > 0.0f) kernels::softcap_inplace(out.data(), c.final_softcap, (int64_t)out.size());
 }
 
 void LmHeadSubset::forward(Transformer& model, ForwardBatch& batch, kv::KvCache& cache, ThreadPool& pool,

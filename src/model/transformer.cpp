@@ -115,8 +115,8 @@ void Transformer::attention_layer(int il, int cl, const ForwardBatch& b, kv::KvC
     const int n = b.size();
     const int group = c.n_head / c.n_head_kv;
     const bool swa = c.layer_is_swa[il];
-    // Gemma scales q before the product (and rounding); others scale scores.
-    const float score_scale = c.arch == Arch::Gemma3 ? 1.0f : c.attn_scale;
+    // Gemma and Phi-3 scale q before the product (and rounding); others scale scores.
+    const float score_scale = c.q_prescaled ? 1.0f : c.attn_scale;
     const int n_ctx = cache.n_ctx();
     // Work item: one row and a block of the query heads of one KV head. The
     // heads of a block share every K/V load (kernels::attention_heads); blocks
@@ -154,6 +154,7 @@ void Transformer::attention_layer(int il, int cl, const ForwardBatch& b, kv::KvC
             }
             vis.extra = extra.data();
             vis.n_extra = (int)extra.size();
+            vis.softcap = c.attn_softcap;
             // Always llama.cpp's single-token (decode) summation order, even in a batch:
             // llama.cpp itself sums differently for batches, but a row's result must not
             // depend on its batch, or verification would disagree with plain decoding
@@ -182,8 +183,8 @@ void Transformer::forward(const ForwardBatch& b, kv::KvCache& cache, ThreadPool&
     fit(att_, (size_t)n * c.q_dim());
     fit(o_, (size_t)n * E);
     const int ffn_rows = std::min(n, kFfnBlockRows);
-    fit(gate_, (size_t)ffn_rows * c.n_ff);
-    fit(up_, (size_t)ffn_rows * c.n_ff);
+    fit(gate_, c.n_expert > 0 ? 0 : (size_t)ffn_rows * c.n_ff);
+    fit(up_, c.n_expert > 0 ? 0 : (size_t)ffn_rows * c.n_ff);
     // Capture indices count the layers this instance runs (the model's own
     // layer numbers unless layers are skipped): n_layers_run() - 1 is the last.
     for (int cap : b.capture_layers)
@@ -220,8 +221,11 @@ void Transformer::forward(const ForwardBatch& b, kv::KvCache& cache, ThreadPool&
         rp.n_rot = c.n_rot;
         rp.neox = c.rope_neox;
         rp.freq_base = c.layer_is_swa[il] ? c.rope_freq_base_swa : c.rope_freq_base;
-        rp.freq_scale = c.layer_is_swa[il] ? 1.0f : c.rope_freq_scale;
+        rp.freq_scale = c.layer_is_swa[il] ? c.rope_freq_scale_swa : c.rope_freq_scale;
         rp.freq_factors = weights_.rope_freqs;
+        rp.attn_factor = c.rope_attn_factor;
+        if (weights_.rope_factors_long)  // LongRoPE: chosen by the context size, as llama.cpp does
+            rp.freq_factors = cache.n_ctx() > c.n_ctx_orig ? weights_.rope_factors_long : weights_.rope_factors_short;
         for_rows(pool, n, [&](int i) {
             float* qi = q_.data() + (size_t)i * c.q_dim();
             float* ki = k_.data() + (size_t)i * c.kv_dim();
@@ -244,7 +248,7 @@ void Transformer::forward(const ForwardBatch& b, kv::KvCache& cache, ThreadPool&
                 kernels::rope(qi, c.n_head, c.head_dim_k, b.positions[i], rp);
                 kernels::rope(ki, c.n_head_kv, c.head_dim_k, b.positions[i], rp);
             }
-            if (c.arch == Arch::Gemma3) kernels::scale_inplace(qi, c.attn_scale, c.q_dim());
+            if (c.q_prescaled) kernels::scale_inplace(qi, c.attn_scale, c.q_dim());
             // Store this row's key and value in its speculative slot.
             const RowPlan& r = plan_[i];
             uint16_t* kd = cache.k(cl, r.seq, r.slot);
@@ -267,6 +271,10 @@ void Transformer::forward(const ForwardBatch& b, kv::KvCache& cache, ThreadPool&
         // does not depend on the rows it is computed with.
         for (int r0 = 0; r0 < n; r0 += ffn_rows) {
             const int nr = std::min(ffn_rows, n - r0);
+            if (c.n_expert > 0) {
+                moe_.forward(L, c, block_in + (size_t)r0 * E, nr, o_.data() + (size_t)r0 * E, pool);
+                continue;
+            }
             const kernels::WeightMatrix* ws[] = {&L.w_gate, &L.w_up};
             float* ys[] = {gate_.data(), up_.data()};
             kernels::matmul_group(ws, ys, 2, block_in + (size_t)r0 * E, nr, pool);
@@ -307,6 +315,10 @@ void Transformer::forward(const ForwardBatch& b, kv::KvCache& cache, ThreadPool&
         lm_head_argmax(m, pool, out);
     } else {
         kernels::matmul(weights_.output, h_.data(), m, out.logits.data(), pool);
+        if (c.final_softcap > 0.0f)
+            for_rows(pool, m, [&](int k) {
+                kernels::softcap_inplace(out.logits.data() + (size_t)k * c.n_vocab, c.final_softcap, c.n_vocab);
+            });
     }
 }
 
@@ -325,6 +337,7 @@ void Transformer::lm_head_argmax(int m, ThreadPool& pool, ForwardResult& out) {
         part.data = static_cast<const uint8_t*>(weights_.output.data) + (size_t)v0 * weights_.output.row_bytes;
         part.n_out = nw;
         kernels::matmul(part, h_.data(), m, slice_.data(), pool);
+        if (config_.final_softcap > 0.0f) kernels::softcap_inplace(slice_.data(), config_.final_softcap, (int64_t)m * nw);
         for (int k = 0; k < m; ++k) {
             const float* y = slice_.data() + (size_t)k * nw;
             // sample::argmax's scan (first index of the largest, strict >),

@@ -1,4 +1,5 @@
-// A decoder-only transformer (llama, qwen2, qwen3, gemma3, smollm3, olmo2) over GGUF weights.
+// A decoder-only transformer (llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3, smollm3, olmo2)
+// over GGUF weights.
 // forward() runs a ForwardBatch against a KvCache: it writes each row's keys
 // and values into the speculative region of its sequence (slot = committed +
 // rank of the row among its sequence's rows) and returns logits for the rows
@@ -12,6 +13,7 @@
 #include "kv/kv_cache.h"
 #include "model/config.h"
 #include "model/forward_batch.h"
+#include "model/moe_ffn.h"
 #include "model/weights.h"
 
 namespace specdec {
@@ -77,6 +79,7 @@ private:
     std::vector<float> o_;      // (n, n_embd)
     std::vector<float> gate_;   // (min(n, FFN block), n_ff)
     std::vector<float> up_;     // (min(n, FFN block), n_ff)
+    MoeFfn moe_;                // MoE layers' FFN and its scratch
     std::vector<float> scores_; // (n_workers, n_ctx)
     std::vector<float> slice_;  // argmax_only: (rows with logits, vocabulary slice)
 };

@@ -14,9 +14,24 @@ class GgufFile;
 
 namespace specdec::model {
 
+// The experts of one MoE projection, stored as one 3-D GGUF tensor
+// {n_in, n_out, n_expert}: expert e's matrix is n_out rows starting
+// e * n_out rows in. Only the experts a row selects are ever read.
+struct ExpertMatrices {
+    kernels::WeightMatrix first;  // expert 0
+    int n_expert = 0;
+    kernels::WeightMatrix expert(int e) const {
+        kernels::WeightMatrix m = first;
+        m.data = static_cast<const uint8_t*>(first.data) + (size_t)e * first.n_out * first.row_bytes;
+        return m;
+    }
+};
+
 struct LayerWeights {
     const float* attn_norm = nullptr;       // (n_embd)   null: no pre-norm (olmo2)
-    kernels::WeightMatrix wq, wk, wv, wo;   // (q_dim, n_embd) (kv_dim, n_embd) x2 (n_embd, q_dim)
+    // (q_dim, n_embd) (kv_dim, n_embd) x2 (n_embd, q_dim). phi3: wq, wk, wv
+    // are views of the rows of one fused attn_qkv tensor.
+    kernels::WeightMatrix wq, wk, wv, wo;
     const float* bq = nullptr;              // (q_dim)   qwen2
     const float* bk = nullptr;              // (kv_dim)  qwen2
     const float* bv = nullptr;              // (v_dim)   qwen2
@@ -24,8 +39,14 @@ struct LayerWeights {
     const float* k_norm = nullptr;          // (head_dim) gemma3, qwen3; (kv_dim) olmo2
     const float* post_attn_norm = nullptr;  // (n_embd)  gemma3, olmo2
     const float* ffn_norm = nullptr;        // (n_embd)   null: no pre-norm (olmo2)
+    // Dense FFN (n_expert == 0). phi3: w_gate and w_up are the two halves of
+    // one ffn_up tensor of 2 * n_ff rows (gate first, as ggml_swiglu splits it).
     kernels::WeightMatrix w_gate, w_up;     // (n_ff, n_embd)
     kernels::WeightMatrix w_down;           // (n_embd, n_ff)
+    // MoE FFN (qwen3moe).
+    kernels::WeightMatrix router;           // (n_expert, n_embd) ffn_gate_inp
+    ExpertMatrices gate_exps, up_exps;      // n_expert x (n_ff_exp, n_embd)
+    ExpertMatrices down_exps;               // n_expert x (n_embd, n_ff_exp)
     const float* post_ffn_norm = nullptr;   // (n_embd)  gemma3, olmo2
 };
 
@@ -34,6 +55,9 @@ struct ModelWeights {
     const float* output_norm = nullptr;
     kernels::WeightMatrix output;     // (n_vocab, n_embd); tok_embd when tied
     const float* rope_freqs = nullptr;  // (n_rot / 2) RoPE frequency factors (Llama 3.x), or null
+    // phi3 LongRoPE (n_rot / 2 each), or null: config.n_ctx_orig picks one.
+    const float* rope_factors_long = nullptr;
+    const float* rope_factors_short = nullptr;
     std::vector<LayerWeights> layers;
     std::vector<std::unique_ptr<float[]>> owned;  // dequantized small vectors
 };
@@ -42,9 +66,10 @@ struct ModelWeights {
 ModelWeights bind_weights(const io::GgufFile& f, const ModelConfig& c);
 
 // Weight bytes one decoded token reads: every layer matrix and the LM head
-// once, plus its own row of the embedding table (norm vectors are noise).
+// once (of an MoE layer, the router and n_expert_used experts), plus its own
+// row of the embedding table (norm vectors are noise).
 // Over a measured read bandwidth this is the decode roofline.
-size_t weight_bytes_per_token(const ModelWeights& w);
+size_t weight_bytes_per_token(const ModelWeights& w, const ModelConfig& c);
 // The distinct types of the matrices matmul runs (layers and LM head), in order of first use.
 std::vector<TensorType> matmul_weight_types(const ModelWeights& w);
 

@@ -38,20 +38,19 @@ std::string metadata_string(const io::GgufFile& f, const std::string& key) {
     }
 }
 
-json chat_template_info(const io::GgufFile& f, const std::string& arch) {
+json chat_template_info(const io::GgufFile& f) {
     const std::string text = metadata_string(f, "tokenizer.chat_template");
-    const io::ChatTemplate t = io::detect_chat_template(text, arch);
     json j;
     j["present"] = !text.empty();
     j["bytes"] = text.size();
-    // What `generate --chat` and `serve` render (io/chat_template.h): a known
-    // family, or plain ChatML for a template it does not recognise.
-    if (!t.known) {
-        j["family"] = "unrecognised";
-    } else if (t.family == io::ChatFamily::Gemma) {
-        j["family"] = "gemma";
-    } else {
-        j["family"] = t.qwen_tools ? "chatml (qwen tool messages)" : "chatml";
+    // What `generate --chat` and `serve` render (io/chat_template.h): the
+    // file's template through the Jinja interpreter, or the default one.
+    try {
+        io::ChatTemplate t(io::model_chat_template(f));
+        j["parses"] = true;
+    } catch (const Error& e) {
+        j["parses"] = false;
+        j["error"] = e.what();
     }
     return j;
 }
@@ -157,7 +156,7 @@ json inspect_model(const std::string& path) {
     const io::GgufValue* tokens = f->find("tokenizer.ggml.tokens");
     tok["n_tokens"] = tokens ? tokens->array_size() : 0;
     r["tokenizer"] = tok;
-    r["chat_template"] = chat_template_info(*f, arch);
+    r["chat_template"] = chat_template_info(*f);
 
     const json problems = runnable_check(*f);
     r["runnable"] = problems.empty();
@@ -197,12 +196,9 @@ std::string format_inspection(const json& r) {
     if (!tok["pre"].get<std::string>().empty()) tk += ", pre-tokenizer " + tok["pre"].get<std::string>();
     line("tokenizer", tk + ", " + tok["n_tokens"].dump() + " tokens");
     const json& ct = r["chat_template"];
-    const std::string fam = ct["family"].get<std::string>();
-    if (ct["present"].get<bool>()) {
-        line("chat template", "yes, " + fam + (fam == "unrecognised" ? " (rendered as plain ChatML)" : ""));
-    } else {
-        line("chat template", fam == "unrecognised" ? "none" : "none (" + fam + " from the architecture)");
-    }
+    std::string tmpl = ct["present"].get<bool>() ? "yes (" + ct["bytes"].dump() + " bytes)" : "none (a default is used)";
+    tmpl += ct["parses"].get<bool>() ? "" : ", not supported: " + ct["error"].get<std::string>();
+    line("chat template", tmpl);
     if (r["runnable"].get<bool>()) {
         line("runs", "yes");
     } else {

@@ -27,6 +27,24 @@ Architecture by architecture, what the files exercise:
     n_no_rope_layer_step = 4), tied embeddings.
   * OLMo 2: no norm before attention or FFN, norms after both instead, and
     q/k RMS norms over all heads at once (not per head); NeoX RoPE.
+  * Phi-3 (phi3-mini-4k): one fused attn_qkv tensor and one ffn_up tensor of
+    twice the FFN width (gate rows first), q scaled before the product,
+    NeoX RoPE, a SentencePiece vocabulary. Phi-3 128k / Phi-3.5 (phi3-128k):
+    LongRoPE, two sets of per-pair frequency factors (rope_factors_long/short,
+    the long ones used when the context exceeds the original 4k) and an
+    attention factor on cos/sin. Phi-4-mini (phi4-mini): partial rotation
+    (3/4 of each head), tied embeddings, a GPT-2-style vocabulary. The
+    sliding_window key of Phi-3 files is ignored by llama.cpp ("Phi SWA is
+    currently disabled") and so by specdec.
+  * Gemma 2: tanh soft-capping of the attention scores and of the logits, a
+    sliding window on every other layer (a short one here, so that it cuts),
+    norms before and after attention and FFN, GELU, embeddings scaled by
+    sqrt(n_embd), q scaled by 1/sqrt(head_dim) (head_dim != n_embd / n_head
+    here, as in Gemma 2 9B), tied embeddings.
+  * Qwen3-MoE: Qwen3's attention with a mixture-of-experts FFN in every
+    layer: router (ffn_gate_inp, F32 in every file type as llama.cpp's
+    quantizer leaves it), 3-D expert tensors ffn_{gate,up,down}_exps, top-4 of
+    16 experts per token with renormalised weights.
 
 Weight types: float weights are drawn from a normal distribution and written
 as F32, F16, BF16, Q8_0 or Q5_0 (gguf quantizes these). The gguf package
@@ -85,6 +103,18 @@ class ArchSpec:
     pre_norms: bool = True     # attn_norm / ffn_norm before each block
     post_norms: bool = False   # post_attention_norm / post_ffw_norm after each block
     tied: bool = False         # no output.weight: the LM head is token_embd
+    name: str = ""             # general.name's model part (default: arch); llama.cpp reads it
+    n_rot: int = 0             # rotated dims per head (0: head_dim)
+    ctx_len: int = 512         # context_length
+    fused: bool = False        # phi3: attn_qkv and a double-width ffn_up
+    long_rope: int = 0         # phi3 LongRoPE: rope.scaling.original_context_length (0: no factors)
+    attn_softcap: float = 0.0  # gemma2 soft-capping (0: key not written)
+    final_softcap: float = 0.0
+    sliding_window: int = 0    # written when > 0
+    swa_pattern: int | tuple[bool, ...] = 0  # attention.sliding_window_pattern, written when set
+    n_expert: int = 0          # MoE: experts per layer, used per token, expert FFN width
+    n_expert_used: int = 0
+    n_ff_exp: int = 0
 
     @property
     def q_dim(self) -> int:
@@ -94,6 +124,10 @@ class ArchSpec:
     def kv_dim(self) -> int:
         return self.n_head_kv * self.head_dim
 
+    @property
+    def rot(self) -> int:
+        return self.n_rot or self.head_dim
+
 
 ARCHS = {
     "llama3": ArchSpec("llama", pre="llama-bpe", rope_base=500000.0),
@@ -101,6 +135,18 @@ ARCHS = {
     "mistral": ArchSpec("llama", vocab="spm", n_head_kv=1),
     "smollm3": ArchSpec("smollm3", pre="llama-bpe", n_layer=4, tied=True, rope_base=5e6),
     "olmo2": ArchSpec("olmo2", pre="dbrx", rope_base=500000.0, qk_norm="full", pre_norms=False, post_norms=True),
+    # sliding_window as Phi-3-mini-4k has it (2047), short enough here to cut if it were applied.
+    "phi3": ArchSpec("phi3", vocab="spm", n_head_kv=4, rope_base=10000.0, fused=True, ctx_len=4096, sliding_window=24),
+    # The original context below the 512 both engines run with: the long factors apply.
+    "phi3-128k": ArchSpec("phi3", vocab="spm", n_head_kv=4, rope_base=10000.0, fused=True, long_rope=256),
+    # Phi-4-mini's shape; its vocabulary's pre-tokenizer ("gpt-4o") is not
+    # one specdec has, so the file says "gpt-2".
+    "phi4-mini": ArchSpec("phi3", name="phi4-mini", pre="gpt-2", n_rot=48, rope_base=10000.0, fused=True, tied=True,
+                          long_rope=4096),
+    "gemma2": ArchSpec("gemma2", vocab="spm", head_dim=128, n_layer=4, rope_base=10000.0, pre_norms=True,
+                       post_norms=True, tied=True, attn_softcap=4.0, final_softcap=10.0, sliding_window=24),
+    "qwen3moe": ArchSpec("qwen3moe", add_bos=False, head_dim=128, qk_norm="head", n_expert=16, n_expert_used=4,
+                         n_ff_exp=256),
 }
 
 # The file types each family is published in (Qwen publishes Qwen3 in BF16,
@@ -111,6 +157,12 @@ MIXES = {
     "mistral": ["F32", "F16", "Q8_0", "Q4_K_M"],
     "smollm3": ["F32", "F16", "Q8_0", "Q4_K_M"],
     "olmo2": ["F32", "F16", "Q8_0", "Q4_K_M"],
+    "phi3": ["F32", "F16", "Q8_0", "Q4_K_M"],
+    "phi3-128k": ["F32", "Q4_K_M"],
+    "phi4-mini": ["F32", "Q8_0", "Q4_K_M"],
+    "gemma2": ["F32", "F16", "Q8_0", "Q4_K_M"],
+    # MXFP4_MOE: llama.cpp's file type of the gpt-oss releases (experts MXFP4).
+    "qwen3moe": ["F32", "BF16", "Q8_0", "Q4_K_M", "MXFP4_MOE"],
 }
 CASES = [(a, m) for a, ms in MIXES.items() for m in ms]
 
@@ -144,17 +196,24 @@ def tensor_type(mix: str, name: str, layer: int, spec: ArchSpec):
     """The type llama.cpp's quantize gives tensor `name` in a file of type `mix`."""
     from gguf import GGMLQuantizationType as T
 
-    # IQ4_XS: a type specdec has no kernel for (tests of `models inspect`).
-    plain = {"F32": T.F32, "F16": T.F16, "BF16": T.BF16, "Q8_0": T.Q8_0, "Q6_K": T.Q6_K, "IQ4_XS": T.IQ4_XS}
+    # IQ3_S: a type specdec has no kernel for (tests of `models inspect`).
+    plain = {"F32": T.F32, "F16": T.F16, "BF16": T.BF16, "Q8_0": T.Q8_0, "Q6_K": T.Q6_K, "IQ3_S": T.IQ3_S}
+    if name.endswith("ffn_gate_inp.weight"):
+        return T.F32  # llama.cpp's quantizer never quantizes the router
     if mix in plain:
         return plain[mix]
+    if mix == "MXFP4_MOE":  # llama.cpp's rule: 3-D expert tensors MXFP4, every other matrix Q8_0
+        return T.MXFP4 if "_exps." in name else T.Q8_0
     lm_head = name == "output.weight" or (spec.tied and name == "token_embd.weight")
     if lm_head:
         return T.Q6_K
     if mix == "Q5_0":
         return T.Q5_0
     base = {"Q4_K_M": T.Q4_K, "Q5_K_M": T.Q5_K}[mix]
-    if (name.endswith("attn_v.weight") or name.endswith("ffn_down.weight")) and _use_more_bits(layer, spec.n_layer):
+    if name.endswith("attn_qkv.weight"):
+        return {"Q4_K_M": T.Q5_K, "Q5_K_M": T.Q6_K}[mix]
+    more_bits = ("attn_v.weight", "ffn_down.weight", "ffn_down_exps.weight")
+    if name.endswith(more_bits) and _use_more_bits(layer, spec.n_layer):
         return T.Q6_K
     return base
 
@@ -202,14 +261,14 @@ def random_k_blocks(rng: np.random.Generator, qtype, n_out: int, n_in: int, std:
 
 
 def write_model(path: Path, spec: ArchSpec, mix: str = "F32", rope_freqs: np.ndarray | None = None,
-                seed: int = 0) -> None:
+                seed: int = 0, drop_keys: tuple[str, ...] = ()) -> None:
     import gguf
     from gguf import GGMLQuantizationType as T
 
     rng = np.random.default_rng(seed)
     w = gguf.GGUFWriter(str(path), spec.arch)
-    w.add_name(f"random-{spec.arch}-{mix}")
-    w.add_context_length(512)
+    w.add_name(f"random-{spec.name or spec.arch}-{mix}")
+    w.add_context_length(spec.ctx_len)
     w.add_embedding_length(spec.n_embd)
     w.add_block_count(spec.n_layer)
     w.add_feed_forward_length(spec.n_ff)
@@ -217,15 +276,35 @@ def write_model(path: Path, spec: ArchSpec, mix: str = "F32", rope_freqs: np.nda
     w.add_head_count_kv(spec.n_head_kv)
     w.add_key_length(spec.head_dim)
     w.add_value_length(spec.head_dim)
-    w.add_rope_dimension_count(spec.head_dim)
+    w.add_rope_dimension_count(spec.rot)
     w.add_rope_freq_base(spec.rope_base)
     w.add_layer_norm_rms_eps(1e-6)
+    if spec.long_rope:
+        w.add_rope_scaling_orig_ctx_len(spec.long_rope)
+        # What the converter writes: sqrt(1 + ln(scale) / ln(orig)), scale = context / orig.
+        scale = 131072 / spec.long_rope
+        w.add_rope_scaling_attn_factors(float(np.sqrt(1 + np.log(scale) / np.log(spec.long_rope))))
+    if spec.sliding_window:
+        w.add_sliding_window(spec.sliding_window)
+    if spec.swa_pattern:
+        w.add_sliding_window_pattern(spec.swa_pattern)
+    if spec.attn_softcap:
+        w.add_attn_logit_softcapping(spec.attn_softcap)
+        w.add_final_logit_softcapping(spec.final_softcap)
+    if spec.n_expert:
+        w.add_expert_count(spec.n_expert)
+        w.add_expert_used_count(spec.n_expert_used)
+        w.add_expert_feed_forward_length(spec.n_ff_exp)
     if spec.vocab == "spm":
         tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + ["▁", "▁▁"]
+        scores, types = [0.0] * 259 + [-1.0, -2.0], [2, 3, 3] + [6] * 256 + [1, 1]
+        if spec.arch == "phi3":
+            # Phi-3's vocabulary has it, and llama.cpp looks it up in a model named phi3.
+            tokens, scores, types = tokens + ["<|endoftext|>"], scores + [0.0], types + [3]
         w.add_tokenizer_model("llama")
         w.add_token_list(tokens)
-        w.add_token_scores([0.0] * 259 + [-1.0, -2.0])
-        w.add_token_types([2, 3, 3] + [6] * 256 + [1, 1])
+        w.add_token_scores(scores)
+        w.add_token_types(types)
         w.add_unk_token_id(0)
         bos, eos = 1, 2
     else:
@@ -246,16 +325,20 @@ def write_model(path: Path, spec: ArchSpec, mix: str = "F32", rope_freqs: np.nda
         # Norm weights stay F32 in every file type (llama.cpp never quantizes 1-D tensors).
         w.add_tensor(name, (1 + 0.1 * rng.standard_normal(n)).astype(np.float32))
 
-    def mat(name: str, n_out: int, n_in: int, std: float, layer: int = -1) -> None:
+    def mat(name: str, n_out: int, n_in: int, std: float, layer: int = -1, n_exp: int = 0) -> None:
+        # n_exp > 0: a 3-D expert tensor, n_exp matrices of (n_out, n_in).
         t = tensor_type(mix, name, layer, spec)
+        lead = (n_exp,) if n_exp else ()
         if t in (T.Q4_K, T.Q5_K, T.Q6_K):
-            w.add_tensor(name, random_k_blocks(rng, t, n_out, n_in, std), raw_dtype=t)
+            blocks = random_k_blocks(rng, t, max(n_exp, 1) * n_out, n_in, std)
+            w.add_tensor(name, blocks.reshape(*lead, n_out, -1), raw_dtype=t)
             return
-        if t == T.IQ4_XS:  # only read, never run: any bytes will do
+        if t == T.IQ3_S:  # only read, never run: any bytes will do
             block, size = gguf.GGML_QUANT_SIZES[t]
-            w.add_tensor(name, rng.integers(0, 256, size=(n_out, n_in // block * size), dtype=np.uint8), raw_dtype=t)
+            w.add_tensor(name, rng.integers(0, 256, size=(*lead, n_out, n_in // block * size), dtype=np.uint8),
+                         raw_dtype=t)
             return
-        x = (rng.standard_normal((n_out, n_in)) * std).astype(np.float32)
+        x = (rng.standard_normal((*lead, n_out, n_in)) * std).astype(np.float32)
         if t == T.F32:
             w.add_tensor(name, x)
         elif t == T.F16:
@@ -271,14 +354,23 @@ def write_model(path: Path, spec: ArchSpec, mix: str = "F32", rope_freqs: np.nda
         mat("output.weight", n_vocab, E, 3 / np.sqrt(E))
     if rope_freqs is not None:
         w.add_tensor("rope_freqs.weight", rope_freqs.astype(np.float32))
+    if spec.long_rope:
+        # Shaped as Phi-3.5's: short factors near 1, long ones rising to ~40
+        # over the low-frequency pairs.
+        pairs = np.arange(spec.rot // 2)
+        w.add_tensor("rope_factors_long.weight", np.interp(pairs, [0, spec.rot // 8, spec.rot // 2 - 1], [1, 1.2, 40]).astype(np.float32))
+        w.add_tensor("rope_factors_short.weight", np.interp(pairs, [0, spec.rot // 2 - 1], [1, 2.5]).astype(np.float32))
     for i in range(spec.n_layer):
         p = f"blk.{i}."
         if spec.pre_norms:
             vec(p + "attn_norm.weight", E)
         # q and k larger than the rest: attention that is neither uniform nor one-hot.
-        mat(p + "attn_q.weight", spec.q_dim, E, 1.5 / np.sqrt(E), i)
-        mat(p + "attn_k.weight", spec.kv_dim, E, 1.5 / np.sqrt(E), i)
-        mat(p + "attn_v.weight", spec.kv_dim, E, 1 / np.sqrt(E), i)
+        if spec.fused:
+            mat(p + "attn_qkv.weight", spec.q_dim + 2 * spec.kv_dim, E, 1.5 / np.sqrt(E), i)
+        else:
+            mat(p + "attn_q.weight", spec.q_dim, E, 1.5 / np.sqrt(E), i)
+            mat(p + "attn_k.weight", spec.kv_dim, E, 1.5 / np.sqrt(E), i)
+            mat(p + "attn_v.weight", spec.kv_dim, E, 1 / np.sqrt(E), i)
         mat(p + "attn_output.weight", E, spec.q_dim, 1 / np.sqrt(spec.q_dim), i)
         if spec.qk_norm == "head":
             vec(p + "attn_q_norm.weight", spec.head_dim)
@@ -290,11 +382,23 @@ def write_model(path: Path, spec: ArchSpec, mix: str = "F32", rope_freqs: np.nda
             vec(p + "post_attention_norm.weight", E)
         if spec.pre_norms:
             vec(p + "ffn_norm.weight", E)
-        mat(p + "ffn_gate.weight", spec.n_ff, E, 1 / np.sqrt(E), i)
-        mat(p + "ffn_up.weight", spec.n_ff, E, 1 / np.sqrt(E), i)
-        mat(p + "ffn_down.weight", E, spec.n_ff, 1 / np.sqrt(spec.n_ff), i)
+        if spec.n_expert:
+            # Router logits of a spread of ~2: routing that varies from token to token.
+            mat(p + "ffn_gate_inp.weight", spec.n_expert, E, 2 / np.sqrt(E), i)
+            mat(p + "ffn_gate_exps.weight", spec.n_ff_exp, E, 1 / np.sqrt(E), i, spec.n_expert)
+            mat(p + "ffn_up_exps.weight", spec.n_ff_exp, E, 1 / np.sqrt(E), i, spec.n_expert)
+            mat(p + "ffn_down_exps.weight", E, spec.n_ff_exp, 2 / np.sqrt(spec.n_ff_exp), i, spec.n_expert)
+        elif spec.fused:
+            mat(p + "ffn_up.weight", 2 * spec.n_ff, E, 1 / np.sqrt(E), i)  # gate rows, then up rows
+            mat(p + "ffn_down.weight", E, spec.n_ff, 1 / np.sqrt(spec.n_ff), i)
+        else:
+            mat(p + "ffn_gate.weight", spec.n_ff, E, 1 / np.sqrt(E), i)
+            mat(p + "ffn_up.weight", spec.n_ff, E, 1 / np.sqrt(E), i)
+            mat(p + "ffn_down.weight", E, spec.n_ff, 1 / np.sqrt(spec.n_ff), i)
         if spec.post_norms:
             vec(p + "post_ffw_norm.weight", E)
+    for key in drop_keys:  # a file that lacks a key its architecture needs
+        del w.kv_data[0][key]
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -421,3 +525,127 @@ def test_smollm3_nope_layers_matter(tmp_path):
     moved = float(np.abs(ours[1:] - roped[1:]).mean() / ours.std())
     print(f"smollm3 vs the same weights with RoPE in every layer: mean|d|/std {moved:.2e}")
     assert moved > 10 * MAX_REL_MEAN_DIFF_F32, f"the NoPE layers changed the logits by only {moved:.2e}"
+
+
+def _vs_llama(path: Path, ids: list[int], out: Path) -> tuple[np.ndarray, float]:
+    """specdec's logits of `ids` on `path`, and their mean|d|/std against llama.cpp's."""
+    ours = specdec_logits(path, ids, out)
+    llm = llama_ref.load_model(path, n_ctx=512)
+    ref = llama_ref.prompt_logits(llm, ids)
+    del llm
+    return ours, float(np.abs(ours - ref).mean() / ref.std())
+
+
+def _random_ids(spec: ArchSpec) -> list[int]:
+    rng = np.random.default_rng(7)
+    return [int(x) for x in rng.choice(byte_token_ids(spec), size=96)]
+
+
+def test_phi3_longrope_factor_choice_matters(tmp_path):
+    """The same weights with the original context above and below the 512 both
+    engines run with: short and long factors give different logits, and each
+    file matches llama.cpp, so the choice is made as llama.cpp makes it."""
+    import dataclasses
+
+    spec = ARCHS["phi3-128k"]
+    long_f, short_f = tmp_path / "long.gguf", tmp_path / "short.gguf"
+    write_model(long_f, spec)
+    write_model(short_f, dataclasses.replace(spec, long_rope=4096))
+    ids = _random_ids(spec)
+    a, rel_a = _vs_llama(long_f, ids, tmp_path / "a.bin")
+    b, rel_b = _vs_llama(short_f, ids, tmp_path / "b.bin")
+    moved = float(np.abs(a[1:] - b[1:]).mean() / a.std())
+    print(f"long factors vs llama.cpp {rel_a:.2e}, short {rel_b:.2e}; long vs short {moved:.2e}")
+    assert rel_a <= MAX_REL_MEAN_DIFF_F32 and rel_b <= MAX_REL_MEAN_DIFF_F32
+    assert moved > 10 * MAX_REL_MEAN_DIFF_F32, f"the factor sets changed the logits by only {moved:.2e}"
+
+
+def test_gemma2_softcaps_and_window_matter(tmp_path):
+    """Gemma 2's soft-capping and sliding window change the logits by far more
+    than the tolerance (so the parity check above would catch a loader that
+    ignored them), and the logits stay inside the final cap."""
+    import dataclasses
+
+    spec = ARCHS["gemma2"]
+    ids = _random_ids(spec)
+    path = tmp_path / "gemma2.gguf"
+    write_model(path, spec)
+    base = specdec_logits(path, ids, tmp_path / "base.bin")
+    assert np.abs(base).max() <= spec.final_softcap
+    for what, variant in [("attention soft-cap", dataclasses.replace(spec, attn_softcap=1e4)),
+                          ("final soft-cap", dataclasses.replace(spec, final_softcap=1e4)),
+                          ("sliding window", dataclasses.replace(spec, sliding_window=4096))]:
+        other = tmp_path / f"{what}.gguf"
+        write_model(other, variant)
+        ours, rel = _vs_llama(other, ids, tmp_path / "o.bin")
+        moved = float(np.abs(ours - base).mean() / base.std())
+        print(f"gemma2 without the {what}: vs llama.cpp {rel:.2e}; vs with it {moved:.2e}")
+        assert rel <= MAX_REL_MEAN_DIFF_F32
+        assert moved > 10 * MAX_REL_MEAN_DIFF_F32, f"the {what} changed the logits by only {moved:.2e}"
+
+
+def test_qwen3moe_expert_count_matters(tmp_path):
+    """Routing to 2 instead of 4 experts per token (same weights) moves the
+    logits far beyond the tolerance, and both files match llama.cpp: the
+    top-k choice and the renormalised weights are llama.cpp's."""
+    import dataclasses
+
+    spec = ARCHS["qwen3moe"]
+    ids = _random_ids(spec)
+    four, two = tmp_path / "four.gguf", tmp_path / "two.gguf"
+    write_model(four, spec)
+    write_model(two, dataclasses.replace(spec, n_expert_used=2))
+    a, rel_a = _vs_llama(four, ids, tmp_path / "a.bin")
+    b, rel_b = _vs_llama(two, ids, tmp_path / "b.bin")
+    moved = float(np.abs(a - b).mean() / a.std())
+    print(f"top-4 vs llama.cpp {rel_a:.2e}, top-2 {rel_b:.2e}; top-4 vs top-2 {moved:.2e}")
+    assert rel_a <= MAX_REL_MEAN_DIFF_F32 and rel_b <= MAX_REL_MEAN_DIFF_F32
+    assert moved > 10 * MAX_REL_MEAN_DIFF_F32, f"the expert count changed the logits by only {moved:.2e}"
+
+
+@pytest.mark.parametrize("arch", ["phi3", "phi3-128k", "gemma2", "qwen3moe"])
+def test_models_inspect_new_architectures(arch, tmp_path):
+    """`specdec models inspect` on each architecture: what it is, and that it runs."""
+    spec = ARCHS[arch]
+    path = tmp_path / f"{arch}.gguf"
+    write_model(path, spec, "Q4_K_M")
+    r = json.loads(_specdec("models", "inspect", str(path), "--json").stdout)
+    assert r["architecture"] == spec.arch and r["runnable"], r["problems"]
+    h = r["hyperparameters"]
+    assert h["block_count"] == spec.n_layer and h["embedding_length"] == spec.n_embd
+    if spec.sliding_window:
+        assert h["attention.sliding_window"] == spec.sliding_window
+    if spec.n_expert:
+        assert h["expert_count"] == spec.n_expert and h["expert_used_count"] == spec.n_expert_used
+    text = _specdec("models", "inspect", str(path)).stdout
+    assert f"architecture  {spec.arch}" in text and "runs          yes" in text, text
+
+
+def test_missing_moe_keys_are_named(tmp_path):
+    """A qwen3moe file without its expert counts is refused with the key named."""
+    for key in ("qwen3moe.expert_count", "qwen3moe.expert_used_count"):
+        path = tmp_path / "moe.gguf"
+        write_model(path, ARCHS["qwen3moe"], drop_keys=(key,))
+        p = subprocess.run([str(SPECDEC_BIN), "generate", "-m", str(path), "-p", "hi", "-n", "1"],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode != 0 and f"missing metadata '{key}'" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("pattern", [3, (False, True, True, False)], ids=["period-3", "per-layer"])
+def test_gemma2_sliding_window_pattern_key(pattern, tmp_path):
+    """A gemma2 file that says which layers slide (llama.cpp's optional
+    sliding_window_pattern: a period or one bool per layer) is read as
+    llama.cpp reads it, and the pattern changes the logits."""
+    import dataclasses
+
+    spec = ARCHS["gemma2"]
+    ids = _random_ids(spec)
+    default, patterned = tmp_path / "default.gguf", tmp_path / "pattern.gguf"
+    write_model(default, spec)
+    write_model(patterned, dataclasses.replace(spec, swa_pattern=pattern))
+    base = specdec_logits(default, ids, tmp_path / "a.bin")
+    ours, rel = _vs_llama(patterned, ids, tmp_path / "b.bin")
+    moved = float(np.abs(ours - base).mean() / base.std())
+    print(f"gemma2 with sliding_window_pattern {pattern}: vs llama.cpp {rel:.2e}; vs the default {moved:.2e}")
+    assert rel <= MAX_REL_MEAN_DIFF_F32
+    assert moved > 10 * MAX_REL_MEAN_DIFF_F32

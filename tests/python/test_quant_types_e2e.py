@@ -1,4 +1,4 @@
-"""The newer weight types (Q2_K, Q3_K, IQ4_NL) end to end, on real files made
+"""The newer weight types (Q2_K, Q3_K, IQ4_NL, IQ4_XS) end to end, on real files made
 by llama.cpp's own quantizer.
 
 llama.cpp's llama_model_quantize (through llama-cpp-python, the same build the
@@ -46,6 +46,8 @@ FTYPES = {
     "Q2_K": (llama_cpp.LLAMA_FTYPE_MOSTLY_Q2_K, True, gguf.GGMLQuantizationType.Q2_K),
     "Q3_K_S": (llama_cpp.LLAMA_FTYPE_MOSTLY_Q3_K_S, False, gguf.GGMLQuantizationType.Q3_K),
     "IQ4_NL": (llama_cpp.LLAMA_FTYPE_MOSTLY_IQ4_NL, False, gguf.GGMLQuantizationType.IQ4_NL),
+    # IQ4_XS: the 576-wide rows fall back to IQ4_NL, ffn_down keeps IQ4_XS.
+    "IQ4_XS": (llama_cpp.LLAMA_FTYPE_MOSTLY_IQ4_XS, False, gguf.GGMLQuantizationType.IQ4_XS),
 }
 PROMPTS = [
     "def quicksort(arr):\n    if len(arr) <= 1:\n        return arr\n",

@@ -180,7 +180,27 @@ inline void quant_q6_K(const float* x, BlockQ6_K* y, int64_t nb) {
     }
 }
 
-// Q2_K/Q3_K/IQ4_NL: no search for scales here; blocks of pseudo-random bits (every
+// MXFP4, as gguf-py's quantizer: the block exponent e = floor(log2(amax)) -
+// 2 + 127 (amax / 2^(e-127) in [4, 8), E2M1 reaching 6), then each value's
+// nearest of the 16 levels.
+inline void quant_mxfp4(const float* x, BlockMXFP4* y, int64_t nb) {
+    for (int64_t b = 0; b < nb; ++b, x += QK) {
+        float amax = 0;
+        for (int j = 0; j < QK; ++j) amax = std::max(amax, std::fabs(x[j]));
+        const int e = amax > 0 ? clampi((int)std::floor(std::log2(amax)) - 2 + 127, 0, 254) : 0;
+        y[b].e = (uint8_t)e;
+        const float d = e8m0_to_fp32_half((uint8_t)e);
+        auto nearest = [&](float v) {
+            int best = 0;
+            for (int k = 1; k < 16; ++k)
+                if (std::fabs(d * kMxfp4Values[k] - v) < std::fabs(d * kMxfp4Values[best] - v)) best = k;
+            return best;
+        };
+        for (int j = 0; j < QK / 2; ++j) y[b].qs[j] = (uint8_t)(nearest(x[j]) | (nearest(x[j + 16]) << 4));
+    }
+}
+
+// Q2_K/Q3_K/IQ4_NL/IQ4_XS: no search for scales here; blocks of pseudo-random bits (every
 // bit pattern is a valid block) with the fp16 super-scales set from the
 // row's floats, so a seed's rows differ and every code path is exercised.
 template <class Block, int Elems>
@@ -220,6 +240,8 @@ inline std::vector<uint8_t> quantize_weights(TensorType t, const float* x, int64
             case TensorType::Q2_K: random_blocks<BlockQ2_K, QK_K>(xr, reinterpret_cast<BlockQ2_K*>(dst), n / QK_K); break;
             case TensorType::Q3_K: random_blocks<BlockQ3_K, QK_K>(xr, reinterpret_cast<BlockQ3_K*>(dst), n / QK_K); break;
             case TensorType::IQ4_NL: random_blocks<BlockIQ4_NL, QK>(xr, reinterpret_cast<BlockIQ4_NL*>(dst), n / QK); break;
+            case TensorType::IQ4_XS: random_blocks<BlockIQ4_XS, QK_K>(xr, reinterpret_cast<BlockIQ4_XS*>(dst), n / QK_K); break;
+            case TensorType::MXFP4: quant_mxfp4(xr, reinterpret_cast<BlockMXFP4*>(dst), n / QK); break;
             default: break;
         }
     }

@@ -4,9 +4,12 @@
 // pointers; and the scalar reference's pieces against their definitions.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <utility>
+#include <vector>
 
 #include "core/fp16.h"
 #include "kernels/attention.h"
@@ -38,7 +41,9 @@ TEST(Attention, Avx2MatchesReferenceBitForBit) {
             std::vector<int> extra{290, 295, 96, 296, 95};  // slots anywhere; positions follow the range
             for (int end : {0, 1, 33, 89, 280}) {
                 for (int batch_rows : {0, 1, 7}) {
+                    for (float cap : {0.0f, 2.0f}) {
                     kernels::VisibleSlots vis;
+                    vis.softcap = cap;
                     vis.begin = end > 10 ? 5 : 0;
                     vis.end = end;
                     vis.extra = extra.data();
@@ -52,8 +57,9 @@ TEST(Attention, Avx2MatchesReferenceBitForBit) {
                     kernels::attention_head_avx2(q, kh, vh, stride, head_dim, 0.125f, vis, s2.data(), o2.data());
                     for (int d = 0; d < head_dim; ++d)
                         ASSERT_EQ(bits(o1[d]), bits(o2[d]))
-                            << "head_dim " << head_dim << " end " << end << " rows " << batch_rows << " d " << d
-                            << ": " << o1[d] << " vs " << o2[d];
+                            << "head_dim " << head_dim << " end " << end << " rows " << batch_rows << " cap " << cap
+                            << " d " << d << ": " << o1[d] << " vs " << o2[d];
+                    }
                 }
             }
         }
@@ -79,6 +85,48 @@ TEST(Attention, ReferenceIsAConvexCombinationOfValues) {
         kernels::attention_head(q.data(), k.data(), v.data(), stride, head_dim, 0.125f, vis, s.data(), o.data());
         for (int d = 0; d < head_dim; ++d) EXPECT_EQ(o[d], fp16_to_fp32(v[2 * stride + d]));
     }
+}
+
+// Soft-capping (gemma2) by its definition: the reference's probabilities are
+// those of the scores cap * tanh(q.k / cap) * scale, and a cap far above every
+// score changes nothing measurable while a small one does.
+TEST(Attention, SoftcapAppliesTanhBeforeTheScale) {
+    const int head_dim = 64, n = 40;
+    std::mt19937 rng(5);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<uint16_t> k((size_t)n * head_dim), v((size_t)n * head_dim);
+    for (auto& x : k) x = fp32_to_fp16(nd(rng));
+    for (int j = 0; j < n; ++j)
+        for (int d = 0; d < head_dim; ++d) v[(size_t)j * head_dim + d] = fp32_to_fp16(d == 0 ? (float)j : 0.0f);
+    std::vector<float> q(head_dim), s(64), o(head_dim);
+    for (auto& x : q) x = nd(rng);
+    auto run = [&](float cap, float scale) {
+        kernels::VisibleSlots vis;
+        vis.end = n;
+        vis.batch_rows = 1;
+        vis.softcap = cap;
+        kernels::attention_head_reference(q.data(), k.data(), v.data(), head_dim, head_dim, scale, vis, s.data(), o.data());
+        return o[0];  // the expected slot index under the attention weights
+    };
+    // Expected index from the definition, in double.
+    auto expect = [&](float cap, float scale) {
+        std::vector<double> w(n);
+        double mx = -1e300, sum = 0, e = 0;
+        for (int j = 0; j < n; ++j) {
+            double dot = 0;
+            for (int d = 0; d < head_dim; ++d)
+                dot += (double)fp16_to_fp32(fp32_to_fp16(q[d])) * fp16_to_fp32(k[(size_t)j * head_dim + d]);
+            w[j] = (cap > 0 ? cap * std::tanh(dot / cap) : dot) * scale;
+            mx = std::max(mx, w[j]);
+        }
+        for (int j = 0; j < n; ++j) sum += std::exp(w[j] - mx);
+        for (int j = 0; j < n; ++j) e += j * std::exp(w[j] - mx) / sum;
+        return e;
+    };
+    for (auto [cap, scale] : {std::pair{0.0f, 1.0f}, {1.5f, 1.0f}, {1.5f, 0.5f}, {4.0f, 2.0f}})
+        EXPECT_NEAR(run(cap, scale), expect(cap, scale), 0.05) << "cap " << cap << " scale " << scale;
+    EXPECT_NEAR(run(1e6f, 1.0f), run(0.0f, 1.0f), 1e-3);
+    EXPECT_GT(std::fabs(run(1.5f, 1.0f) - run(0.0f, 1.0f)), 0.2);  // 0.31 here: well above the 0.05 tolerance
 }
 
 TEST(Attention, GgmlExpfLaneIsCloseToExpAndSaturates) {
@@ -116,8 +164,9 @@ TEST(Attention, GroupedHeadsMatchReferenceBitForBit) {
             const float* q = qbuf.data() + 1;
             std::vector<int> extra{290, 299, 96, 300, 95, 17};
             for (int end : {0, 1, 15, 16, 33, 89, 280}) {
-                for (float scale : {0.125f, 30.0f}) {
+                for (auto [scale, cap] : {std::pair{0.125f, 0.0f}, {30.0f, 0.0f}, {0.125f, 3.0f}, {1.0f, 0.5f}}) {
                     kernels::VisibleSlots vis;
+                    vis.softcap = cap;
                     vis.begin = end > 10 ? 5 : 0;
                     vis.end = end;
                     vis.extra = extra.data();
@@ -135,7 +184,7 @@ TEST(Attention, GroupedHeadsMatchReferenceBitForBit) {
                             for (int d = 0; d < head_dim; ++d)
                                 ASSERT_EQ(bits(ref[(size_t)g * out_stride + d]), bits(got[(size_t)g * out_stride + d]))
                                     << what << " head_dim " << head_dim << " n_q " << n_q << " end " << end
-                                    << " scale " << scale << " head " << g << " d " << d;
+                                    << " scale " << scale << " cap " << cap << " head " << g << " d " << d;
                     };
                     std::vector<float> o1((size_t)n_q * out_stride, -1.0f);
                     kernels::attention_heads(q, q_stride, n_q, kh, vh, stride, head_dim, scale, vis, s.data(), o1.data(),

@@ -161,6 +161,58 @@ TEST(QuantDequant, Q6_KKnownBlock) {
     }
 }
 
+TEST(QuantDequant, IQ4_XSKnownBlock) {
+    BlockIQ4_XS b{};
+    b.d = fp32_to_fp16(0.5f);
+    // Six-bit scales 1, 10, 19, .., 55, 0 (every top-2-bit value): low nibbles
+    // in scales_l, top 2 bits in scales_h.
+    int ls[8];
+    for (int s = 0; s < 8; ++s) {
+        ls[s] = (9 * s + 1) & 63;
+        b.scales_l[s / 2] |= (uint8_t)((ls[s] & 0xF) << (4 * (s % 2)));
+        b.scales_h |= (uint16_t)((ls[s] >> 4) << (2 * s));
+    }
+    // Element 32s + l: code (l + s) % 16 (low nibble, l < 16) or (15 - l % 16).
+    for (int s = 0; s < 8; ++s)
+        for (int l = 0; l < 16; ++l) b.qs[16 * s + l] = (uint8_t)(((l + s) % 16) | ((15 - l) << 4));
+    std::vector<float> y(256);
+    dequantize_row(TensorType::IQ4_XS, &b, y.data(), 256);
+    for (int s = 0; s < 8; ++s) {
+        for (int l = 0; l < 32; ++l) {
+            const int code = l < 16 ? (l + s) % 16 : 15 - (l - 16);
+            EXPECT_EQ(y[32 * s + l], 0.5f * (float)(ls[s] - 32) * (float)kIq4nlValues[code]) << s << " " << l;
+        }
+    }
+}
+
+TEST(QuantDequant, MXFP4KnownBlocks) {
+    // The OCP MX E2M1 levels: code c (bit 3 the sign) is +-{0, .5, 1, 1.5, 2, 3, 4, 6}.
+    const float e2m1[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    BlockMXFP4 b[4]{};
+    const uint8_t exps[4] = {127, 130, 1, 0};  // scales 1, 8, 2^-126, 2^-127 (E8M0: 2^(e-127))
+    const float scale[4] = {1.0f, 8.0f, std::ldexp(1.0f, -126), std::ldexp(1.0f, -127)};
+    for (int k = 0; k < 4; ++k) {
+        b[k].e = exps[k];
+        for (int j = 0; j < 16; ++j) b[k].qs[j] = (uint8_t)(j | ((15 - j) << 4));
+    }
+    std::vector<float> y(128);
+    dequantize_row(TensorType::MXFP4, b, y.data(), 128);
+    for (int k = 0; k < 4; ++k) {
+        for (int j = 0; j < 32; ++j) {
+            const int code = j < 16 ? j : 15 - (j - 16);
+            const float v = (code & 8 ? -1.0f : 1.0f) * e2m1[code & 7] * scale[k];
+            EXPECT_EQ(y[32 * k + j], v) << k << " " << j;
+        }
+    }
+    BlockMXFP4 big{};
+    big.e = 255;  // 2^128 in E8M0 (NaN in the spec); ggml reads it as 2^127 * level
+    big.qs[0] = 0x11;  // level 1 (E2M1 0.5) in both nibbles
+    dequantize_row(TensorType::MXFP4, &big, y.data(), 32);
+    EXPECT_EQ(y[0], std::ldexp(1.0f, 127));
+    EXPECT_EQ(y[16], std::ldexp(1.0f, 127));
+    EXPECT_EQ(y[1], 0.0f);
+}
+
 TEST(QuantDequant, RejectsBadInput) {
     float y[64];
     BlockQ4_0 b[2]{};
@@ -271,7 +323,8 @@ TEST(QuantActivation, FastPathSameBytesAsScalar) {
 const TensorType kAllTypes[] = {TensorType::Q4_1, TensorType::Q5_0, TensorType::Q8_0,
                                 TensorType::Q4_K, TensorType::Q6_K, TensorType::F32,
                                 TensorType::F16,  TensorType::BF16, TensorType::Q4_0,
-                                TensorType::Q5_1, TensorType::Q5_K, TensorType::Q2_K, TensorType::Q3_K, TensorType::IQ4_NL};
+                                TensorType::Q5_1, TensorType::Q5_K, TensorType::Q2_K, TensorType::Q3_K, TensorType::IQ4_NL,
+                                TensorType::IQ4_XS, TensorType::MXFP4};
 
 // Per-type tolerance of the float product on dequantized weights, relative to
 // sum |w| * max |x|: the error of quantizing the activations.
@@ -429,14 +482,15 @@ TEST(QuantMatmul, TilesBitIdenticalToReferenceAnyBatch) {
     IsaGuard guard;
     const TensorType types[] = {TensorType::Q4_K, TensorType::Q6_K, TensorType::Q5_0, TensorType::Q8_0,
                                 TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_1, TensorType::Q5_K,
-                                TensorType::Q2_K, TensorType::Q3_K, TensorType::IQ4_NL};
+                                TensorType::Q2_K, TensorType::Q3_K, TensorType::IQ4_NL, TensorType::IQ4_XS,
+                                TensorType::MXFP4};
     std::vector<int64_t> n_toks;
     for (int64_t n = 1; n <= 17; ++n) n_toks.push_back(n);
     n_toks.push_back(33);
     n_toks.push_back(64);
     for (TensorType type : types) {
-        // IQ4_NL with an odd block count: its kernels pair blocks and add the last one apart.
-        const int64_t n_in = type == TensorType::IQ4_NL ? 9 * 32
+        // IQ4_NL/MXFP4 with an odd block count: their kernels pair blocks and add the last one apart.
+        const int64_t n_in = type == TensorType::IQ4_NL || type == TensorType::MXFP4 ? 9 * 32
                              : 2 * tensor_type_traits(type).block_elems * (tensor_type_traits(type).block_elems == 32 ? 4 : 1);
         for (int64_t n_out : {1, 2, 3, 17, 101}) {
             std::vector<float> wf((size_t)(n_out * n_in));
@@ -481,7 +535,8 @@ TEST(QuantMatmul, MeasuredKernelChoiceBitIdenticalToReference) {
     IsaGuard guard;
     unforce_isa();
     for (TensorType type : {TensorType::Q4_K, TensorType::Q6_K, TensorType::Q5_0, TensorType::Q8_0,
-                            TensorType::Q4_1, TensorType::Q2_K, TensorType::Q3_K, TensorType::IQ4_NL}) {
+                            TensorType::Q4_1, TensorType::Q2_K, TensorType::Q3_K, TensorType::IQ4_NL,
+                            TensorType::IQ4_XS, TensorType::MXFP4}) {
         ASSERT_TRUE(tiles_exact_across_levels(type));
         const int64_t n_in = 2 * tensor_type_traits(type).block_elems * (tensor_type_traits(type).block_elems == 32 ? 4 : 1);
         const int64_t n_out = 37, max_tok = 40;
