@@ -8,7 +8,8 @@
 namespace specdec::model {
 
 const float* prefill_chunked(Transformer& model, kv::KvCache& cache, ThreadPool& pool, int seq,
-                             std::span<const int32_t> tokens, int chunk, ForwardBatch& batch, ForwardResult& result) {
+                             std::span<const int32_t> tokens, int chunk, ForwardBatch& batch, ForwardResult& result,
+                             const PrefillChunkFn& on_chunk) {
     SPECDEC_CHECK(!tokens.empty(), "prefill: no tokens");
     const int start = cache.committed(seq);
     if (start + (int)tokens.size() > cache.n_ctx())
@@ -26,6 +27,7 @@ const float* prefill_chunked(Transformer& model, kv::KvCache& cache, ThreadPool&
         if (off + n < tokens.size()) batch.want_logits.back() = 0;
         model.forward(batch, cache, pool, result);
         cache.commit_length(seq, (int)n);
+        if (on_chunk) on_chunk(start + (int)off, (int)n, result);
     }
     return result.row_logits(0);
 }

@@ -22,12 +22,31 @@ bool SpecBatch::any_running() const {
     return false;
 }
 
-bool SpecBatch::emit(int slot, int32_t tok, const OnToken& on_token) {
+bool SpecBatch::emit(int slot, int32_t tok, TokenSource source, const OnToken& on_token) {
     Slot& s = slots_[slot];
     s.hist.push_back(tok);
     ++s.generated;
-    if (on_token(slot, tok) || s.generated >= s.max_new) s.done = true;
+    if (on_token(slot, tok, source) || s.generated >= s.max_new) s.done = true;
     return s.done;
+}
+
+void SpecBatch::add_capture(std::span<const int> layers) {
+    for (int l : layers) {
+        const int out_of = l - 1;  // the input of layer l is the output of layer l - 1
+        auto& cap = batch_.capture_layers;
+        if (std::find(cap.begin(), cap.end(), out_of) == cap.end()) cap.push_back(out_of);
+    }
+}
+
+void SpecBatch::deliver_features(spec::Proposer* p, int seq, int pos0, std::span<const int> rows) {
+    feat_layers_.clear();
+    for (int l : p->feature_layers()) {
+        const auto& cap = batch_.capture_layers;
+        const size_t k = (size_t)(std::find(cap.begin(), cap.end(), l - 1) - cap.begin());
+        SPECDEC_CHECK(k < result_.hidden.size(), "scheduler: target layer ", l, " was not captured");
+        feat_layers_.push_back(&result_.hidden[k]);
+    }
+    p->observe_features({seq, pos0, rows, feat_layers_, tgt_.model->config().n_embd});
 }
 
 int32_t SpecBatch::admit(int slot, const std::vector<int32_t>& prompt, const SlotSpec& spec,
@@ -57,15 +76,30 @@ int32_t SpecBatch::admit(int slot, const std::vector<int32_t>& prompt, const Slo
     }
     if (draft_ready) spec.proposer->begin_with_prefix(slot, prompt);
     else spec.proposer->begin(slot);
+    // A proposer that reads target features gets the prompt's from the
+    // prefill itself; a shared prefill (made without them) cannot serve it.
+    const bool features = !spec.proposer->feature_layers().empty();
+    SPECDEC_CHECK(!features || !logits, "slot ", slot, ": an EAGLE-3 head needs the prompt's target features, ",
+                  "which a shared prefill does not keep");
+    batch_.capture_layers.clear();
+    if (features) add_capture(spec.proposer->feature_layers());
+    model::PrefillChunkFn on_chunk;
+    if (features)
+        on_chunk = [&](int pos0, int n, const model::ForwardResult&) {
+            feat_rows_.resize((size_t)n);
+            for (int j = 0; j < n; ++j) feat_rows_[(size_t)j] = j;
+            deliver_features(spec.proposer, slot, pos0, feat_rows_);
+        };
     // The same chunked prefill as Engine::prefill, so the first token matches AR exactly.
     if (!logits)
         logits = model::prefill_chunked(*tgt_.model, *tgt_.cache, *tgt_.pool, slot, prompt, tgt_.prefill_chunk,
-                                        batch_, result_);
+                                        batch_, result_, on_chunk);
+    batch_.capture_layers.clear();
     s.hist = prompt;
     const int32_t tok =
         sample::sample_token(logits, tgt_.model->config().n_vocab, s.hist, s.params, rng_of(s), scratch_);
     // The draft reads the prompt now (prefill phase), not in round 0.
-    if (!emit(slot, tok, on_token)) spec.proposer->prefill(slot, s.hist);
+    if (!emit(slot, tok, TokenSource::Target, on_token)) spec.proposer->prefill(slot, s.hist);
     stats_.prefill_s += now_s() - t0;
     return tok;
 }
@@ -128,6 +162,8 @@ StepReport SpecBatch::step(const OnToken& on_token) {
     t = t2;
 
     batch_.clear();
+    batch_.capture_layers.clear();  // costs nothing unless a proposer reads target features
+    for (int i : order_) add_capture(slots_[i].spec.proposer->feature_layers());
     rep.slots.resize(n);
     for (size_t k = 0; k < n; ++k) {
         const int i = order_[k];
@@ -169,7 +205,14 @@ StepReport SpecBatch::step(const OnToken& on_token) {
         }
         const double tc = now_s();
         times.verify_s = verify_s + (tc - tv);
+        const int committed_before = cache.committed(i);
         cache.commit_path(i, vr_.path);
+        if (!s.spec.proposer->feature_layers().empty()) {
+            // The accepted path's rows only: the features of what was committed.
+            feat_rows_.resize(vr_.path.size());
+            for (size_t j = 0; j < vr_.path.size(); ++j) feat_rows_[j] = s.row_base + vr_.path[j];
+            deliver_features(s.spec.proposer, i, committed_before, feat_rows_);
+        }
         stats_.accepted += vr_.n_accepted();
         stats_.emitted += (int)vr_.emitted.size();
         rep.slots[k].accepted = vr_.n_accepted();
@@ -178,9 +221,9 @@ StepReport SpecBatch::step(const OnToken& on_token) {
             ++stats_.lookup_rounds;
             stats_.lookup_accepted += vr_.n_accepted();
         }
-        for (int32_t tok : vr_.emitted) {
+        for (size_t j = 0; j < vr_.emitted.size(); ++j) {
             ++rep.slots[k].emitted;
-            if (emit(i, tok, on_token)) break;
+            if (emit(i, vr_.emitted[j], vr_.source(j), on_token)) break;
         }
         times.commit_s = now_s() - tc;
         stats_.verify_s += times.verify_s - (k > 0 ? verify_s : 0.0);

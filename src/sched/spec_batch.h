@@ -113,7 +113,12 @@ private:
         }
     }
     // Feeds one token; returns true when the slot is done.
-    bool emit(int slot, int32_t tok, const OnToken& on_token);
+    bool emit(int slot, int32_t tok, TokenSource source, const OnToken& on_token);
+    // Target features (EAGLE-3): batch_.capture_layers gets the layer outputs
+    // that are the inputs of `layers` (the forward returns layer outputs);
+    // deliver_features hands p the captured rows of tokens just committed.
+    void add_capture(std::span<const int> layers);
+    void deliver_features(spec::Proposer* p, int seq, int pos0, std::span<const int> rows);
 
     TargetContext tgt_;
     spec::ExecMode mode_;
@@ -133,6 +138,8 @@ private:
     std::vector<spec::DraftTree> trees_;
     std::vector<spec::RoundOutcome> outcomes_;
     spec::VerifyResult vr_;
+    std::vector<int> feat_rows_;
+    std::vector<const std::vector<float>*> feat_layers_;
 };
 
 }  // namespace specdec::sched

@@ -31,6 +31,17 @@ struct RoundFeedback {
     int forward_rows = 0;
     double forward_s = 0;
 };
+// Target features (EAGLE-3 heads): for a run of tokens of one sequence that a
+// target forward read and that are now committed (a prefill chunk, or a
+// verified tree's accepted path), each token's residual stream at the input
+// of the proposer's feature layers, captured in that same forward.
+struct TargetFeatures {
+    int seq = 0;
+    int pos0 = 0;                                // position of the first token
+    std::span<const int> rows;                   // forward rows of the tokens, in position order
+    std::span<const std::vector<float>* const> layers;  // per feature layer, low -> high: (forward rows, n_embd)
+    int n_embd = 0;
+};
 
 class Proposer {
 public:
@@ -56,6 +67,13 @@ public:
     // propose. Proposers that learn (acceptance, costs) override it; it comes
     // after the tokens are emitted, so it can only shape later rounds.
     virtual void observe(const RoundFeedback& fb) {}
+    // Target layers (1..n_layer) whose input this proposer reads, ascending;
+    // empty (the default) for proposers that read none: then nothing is
+    // captured and the forward costs what it always did.
+    virtual std::span<const int> feature_layers() const { return {}; }
+    // The features of tokens just committed in the target's cache, in
+    // position order across calls (prefill chunks, then each round's path).
+    virtual void observe_features(const TargetFeatures& f) {}
 };
 
 // Plain AR: the tree is only its root.
