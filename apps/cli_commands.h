@@ -2,6 +2,8 @@
 // receives argv with the subcommand name removed.
 #pragma once
 
+#include <string>
+
 namespace specdec::cli {
 
 int run(int argc, char** argv);
@@ -11,6 +13,10 @@ int cmd_models(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_logits(int argc, char** argv);
 int cmd_dev(int argc, char** argv);
+// specdec dev render-template IN OUT (apps/dev_render_template.cpp)
+int render_template(const std::string& in_path, const std::string& out_path);
+// specdec dev eagle3-dump IN OUT (apps/cmd_dev_eagle3.cpp).
+int eagle3_dump(const std::string& in_path, const std::string& out_path);
 int cmd_serve(int argc, char** argv);
 int cmd_calibrate(int argc, char** argv);
 

@@ -105,6 +105,8 @@ int kernel_dump(const std::string& in_path, const std::string& out_path) {
 // {"model": path, "items": [{"text" or "hex", "add_special", "parse_special"}],
 //  "chats": [{"messages": [{"role","content"}], "add_generation_prompt"}], "pieces": bool}
 // Output: {"ids": [[...]], "pieces": [hex...], "eog": [...], "chat": [...], "n_vocab": n}
+// Each chat is the engine's prompt text (Engine::chat_prompt), null when the
+// template raises.
 int tokenize_dump(const std::string& in_path, const std::string& out_path) {
     std::ifstream in(in_path);
     const nlohmann::json req = nlohmann::json::parse(in);
@@ -139,11 +141,12 @@ int tokenize_dump(const std::string& in_path, const std::string& out_path) {
         res["eog"] = eog;
     }
     res["chat"] = nlohmann::json::array();
+    const io::ChatTemplate tmpl(io::model_chat_template(*file));
     for (const auto& chat : req.value("chats", nlohmann::json::array())) {
         std::vector<ChatMessage> msgs;
         for (const auto& m : chat.at("messages")) msgs.push_back({m.at("role"), m.at("content")});
         try {
-            res["chat"].push_back(apply_chat_template(*file, msgs, chat.at("add_generation_prompt").get<bool>()));
+            res["chat"].push_back(io::apply_chat_template(tmpl, *tok, msgs, chat.at("add_generation_prompt").get<bool>()));
         } catch (const specdec::Error& e) {
             res["chat"].push_back(nullptr);
         }
@@ -156,12 +159,14 @@ int tokenize_dump(const std::string& in_path, const std::string& out_path) {
 
 int cmd_dev(int argc, char** argv) {
     if (argc != 4) {
-        std::fprintf(stderr, "usage: specdec dev kernel-dump|tokenize-dump IN OUT\n");
+        std::fprintf(stderr, "usage: specdec dev kernel-dump|tokenize-dump|render-template|eagle3-dump IN OUT\n");
         return 1;
     }
     const std::string tool = argv[1];
     if (tool == "kernel-dump") return kernel_dump(argv[2], argv[3]);
     if (tool == "tokenize-dump") return tokenize_dump(argv[2], argv[3]);
+    if (tool == "render-template") return render_template(argv[2], argv[3]);
+    if (tool == "eagle3-dump") return eagle3_dump(argv[2], argv[3]);
     throw Error("unknown dev tool '" + tool + "'");
 }
 

@@ -31,6 +31,9 @@ int cmd_generate(int argc, char** argv) {
     app.add_option("-f,--file", prompt_file, "read the prompt from a file")->check(CLI::ExistingFile);
     app.add_flag("--chat", chat, "wrap the prompt as a user message in the model's chat template");
     app.add_option("--system", system, "system message (with --chat)");
+    app.add_option("--chat-template", opts.chat_template,
+                   "Jinja chat template file used instead of the model's (with --chat)")
+        ->check(CLI::ExistingFile);
     app.add_option("-n,--max-tokens", req.max_tokens, "tokens to generate")->check(CLI::Range(1, 1 << 20));
     app.add_option("--temp", req.sampling.temperature, "temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));
     app.add_option("--top-k", req.sampling.top_k, "top-k (0 = off)")->check(CLI::NonNegativeNumber);
@@ -53,6 +56,10 @@ int cmd_generate(int argc, char** argv) {
                    "the text), chain, tree, ngram, ssd")
         ->check(CLI::IsMember({"auto", "ar", "chain", "tree", "ngram", "ssd"}));
     app.add_option("-d,--draft", draft_model, "draft model (GGUF file or manifest name) for chain, tree and auto");
+    std::string eagle3;
+    app.add_option("--eagle3", eagle3,
+                   "EAGLE-3 draft head for chain and tree (a directory with config.json and model.safetensors, "
+                   "Hugging Face or vllm speculators layout), instead of -d");
     std::string draft_layers;
     app.add_option("--draft-layers", draft_layers,
                    "self-speculation (no -d needed): the draft is the target's first L layers (L), the layers "
@@ -108,7 +115,8 @@ int cmd_generate(int argc, char** argv) {
     } else {
         req.prompt = prompt;
     }
-    if (method.empty()) method = default_method(req.sampling);
+    // A head is given to draft with: chain unless --method says tree.
+    if (method.empty()) method = eagle3.empty() ? default_method(req.sampling) : "chain";
     const bool ssd_asked = method == "ssd";  // not an Engine method (cli/generate_ssd.h)
     spec.method = sched::parse_method(ssd_asked ? "chain" : method);
     ssd_cli.apply(ssd);
@@ -121,8 +129,13 @@ int cmd_generate(int argc, char** argv) {
     if (ssd_asked) ssd.validate();
     spec.mode = sched::parse_mode(mode);
     const bool self_spec = !draft_layers.empty();
-    SPECDEC_CHECK(!spec.needs_draft() || !draft_model.empty() || self_spec, "--method ", method,
-                  " needs a draft model (-d DRAFT) or a self-speculation depth (--draft-layers L)");
+    SPECDEC_CHECK(eagle3.empty() || (spec.needs_draft() && !ssd_asked), "--eagle3 drafts for --method chain or tree, ",
+                  "not ", method);
+    SPECDEC_CHECK(eagle3.empty() || (draft_model.empty() && draft_layers.empty()),
+                  "give either --eagle3 HEAD or -d DRAFT / --draft-layers L, not both");
+    SPECDEC_CHECK(!spec.needs_draft() || !draft_model.empty() || self_spec || !eagle3.empty(), "--method ", method,
+                  " needs a draft model (-d DRAFT), a self-speculation depth (--draft-layers L) or an EAGLE-3 head ",
+                  "(--eagle3 HEAD)");
     SPECDEC_CHECK(!self_spec || draft_model.empty(), "give either -d DRAFT or --draft-layers L, not both");
 
     const std::string model_path = runtime::resolve_model(model);
@@ -166,6 +179,7 @@ int cmd_generate(int argc, char** argv) {
         // only for the methods that draft with a model.
         const bool uses_draft = spec.needs_draft() || spec.method == sched::Method::Auto;
         opts.model = model_path;
+        opts.eagle3 = eagle3;
         if (uses_draft) {
             opts.draft = draft_model;
             opts.draft_layers = draft_layers;

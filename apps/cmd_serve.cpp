@@ -20,6 +20,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <string_view>
 #include <thread>
 
 #include "cli_commands.h"
@@ -34,6 +35,7 @@
 #include "sched/ssd_config.h"
 #include "specdec/engine.h"
 #include "server/batch_scheduler.h"
+#include "server/chat_page.h"
 #include "server/http_support.h"
 #include "server/metrics.h"
 #include "server/openai_protocol.h"
@@ -83,6 +85,7 @@ struct StreamState {
     std::string endpoint, id, model;
     int64_t created = 0;
     bool include_usage = false;
+    bool provenance = false;  // chunks carry specdec.provenance
     std::shared_ptr<server::JobChannel> channel;
     int fd = -1;             // the request's socket, for the hang-up check
     bool role_sent = false;  // chat: the first chunk carries the role
@@ -98,6 +101,16 @@ public:
           max_body_(max_body), created_(std::time(nullptr)) {}
 
     void install(httplib::Server& http) {
+        // The chat page: static HTML that holds no data, so it is served
+        // without the API key (the page asks for the key and sends it with
+        // its API requests, which check it like any client's).
+        const auto page = [](const Request&, const std::string&, Response& res) {
+            const std::string_view html = server::chat_page_html();
+            res.set_content(html.data(), html.size(), "text/html; charset=utf-8");
+            res.set_header("Cache-Control", "no-cache");
+            return 200;
+        };
+        http.Get("/", wrap("/", page, /*public_route=*/true));
         http.Get("/health", wrap("/health", [this](const Request&, const std::string&, Response& res) {
             // A load balancer stops sending here while running requests finish.
             if (sched_.shutting_down())
@@ -146,10 +159,12 @@ private:
     // A route: the request, its body, the response; returns the status (or kDeferred).
     using Body = std::function<int(const Request&, const std::string&, Response&)>;
 
-    // Methods without a body (GET, OPTIONS): httplib reads nothing.
-    httplib::Server::Handler wrap(std::string endpoint, Body body) {
-        return [this, endpoint = std::move(endpoint), body = std::move(body)](const Request& req, Response& res) {
-            answer(endpoint, req, res, [&] { return body(req, req.body, res); });
+    // Methods without a body (GET, OPTIONS): httplib reads nothing. A public
+    // route is answered without the API key.
+    httplib::Server::Handler wrap(std::string endpoint, Body body, bool public_route = false) {
+        return [this, endpoint = std::move(endpoint), body = std::move(body), public_route](const Request& req,
+                                                                                            Response& res) {
+            answer(endpoint, req, res, [&] { return body(req, req.body, res); }, public_route);
         };
     }
 
@@ -164,11 +179,12 @@ private:
 
     // API key check, OpenAI errors and metrics around one route. Unknown
     // paths are counted as "other" so a client cannot grow the label set.
-    void answer(const std::string& endpoint, const Request& req, Response& res, const std::function<int()>& run) {
+    void answer(const std::string& endpoint, const Request& req, Response& res, const std::function<int()>& run,
+                bool public_route = false) {
         const std::string name = endpoint.empty() ? route_name(req.path) : endpoint;
         int status = 500;
         try {
-            server::check_api_key(req.get_header_value("Authorization"), api_key_);
+            if (!public_route) server::check_api_key(req.get_header_value("Authorization"), api_key_);
             status = run();
         } catch (const ApiError& e) {
             status = e.status;
@@ -181,7 +197,7 @@ private:
     }
 
     static std::string route_name(const std::string& path) {
-        for (const char* p : {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics"})
+        for (const char* p : {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics", "/"})
             if (path == p) return p;
         return "other";
     }
@@ -195,7 +211,7 @@ private:
 
     static int unrouted(const Request& req, Response&) {
         const std::string& p = req.path;
-        for (const char* get : {"/health", "/v1/models", "/metrics"})
+        for (const char* get : {"/health", "/v1/models", "/metrics", "/"})
             if (p == get) throw ApiError(405, "use GET for " + p, "", "method_not_allowed");
         for (const char* post : {"/v1/chat/completions", "/v1/completions"})
             if (p == post) throw ApiError(405, "use POST for " + p, "", "method_not_allowed");
@@ -237,6 +253,7 @@ private:
         job->ssd = pr.spec.method == "ssd";
         job->method = job->ssd ? sched::Method::AR : sched::parse_method(pr.spec.method);
         job->draft_k = pr.spec.draft_k;
+        job->provenance = pr.spec.provenance;
         auto channel = std::make_shared<server::JobChannel>();
         job->channel = channel;
 
@@ -250,13 +267,14 @@ private:
         }
         const int64_t created = std::time(nullptr);
         if (pr.stream) return stream(ep, pr, id, created, std::move(channel), req, res);
-        return collect(ep, id, created, *channel, req, res);
+        return collect(ep, id, created, pr.spec.provenance, *channel, req, res);
     }
 
-    int collect(Endpoint ep, const std::string& id, int64_t created, server::JobChannel& ch, const Request& req,
-                Response& res) {
+    int collect(Endpoint ep, const std::string& id, int64_t created, bool provenance, server::JobChannel& ch,
+                const Request& req, Response& res) {
         const int fd = server::request_socket(req);
         std::string text;
+        server::Provenance prov;
         while (true) {
             auto ev = ch.pop(std::chrono::milliseconds(100));
             // Checked on every event too: text keeps arriving, so a timeout
@@ -270,25 +288,30 @@ private:
             if (!ev) continue;
             if (ev->kind == JobEvent::Text) {
                 text += ev->text;
+                prov.append(ev->provenance);
                 continue;
             }
             if (ev->kind == JobEvent::Failed) throw ApiError(ev->status, ev->message, "", ev->code, "server_error");
             text += ev->text;
+            prov.append(ev->provenance);
             const server::Usage u{ev->n_prompt, ev->n_generated};
-            const auto j = ep == Endpoint::Chat
-                               ? server::chat_response(id, created, info_.model_id, text, ev->finish_reason, u)
-                               : server::completion_response(id, created, info_.model_id, text, ev->finish_reason, u);
+            auto j = ep == Endpoint::Chat
+                         ? server::chat_response(id, created, info_.model_id, text, ev->finish_reason, u)
+                         : server::completion_response(id, created, info_.model_id, text, ev->finish_reason, u);
+            if (provenance) server::add_provenance(j, prov);
             res.status = 200;
             res.set_content(server::dump(j), "application/json");
             return 200;
         }
     }
 
+    // `prov`: the text's provenance, sent when the request asked for it.
     static std::string chunk(const StreamState& st, const std::string& text, const std::string& finish,
-                             bool role = false) {
-        return server::sse_event(st.ep == Endpoint::Chat
-                                     ? server::chat_chunk(st.id, st.created, st.model, text, finish, role)
-                                     : server::completion_chunk(st.id, st.created, st.model, text, finish));
+                             bool role = false, const server::Provenance* prov = nullptr) {
+        auto j = st.ep == Endpoint::Chat ? server::chat_chunk(st.id, st.created, st.model, text, finish, role)
+                                         : server::completion_chunk(st.id, st.created, st.model, text, finish);
+        if (st.provenance && prov) server::add_provenance(j, *prov);
+        return server::sse_event(j);
     }
 
     // Answers with an SSE stream that httplib pulls from the job's channel
@@ -304,6 +327,7 @@ private:
         st->model = info_.model_id;
         st->created = created;
         st->include_usage = pr.include_usage;
+        st->provenance = pr.spec.provenance;
         st->channel = std::move(channel);
         st->fd = server::request_socket(req);
         server::disable_response_compression(req);
@@ -322,7 +346,7 @@ private:
                 if (!ev) return !server::peer_closed(st->fd);
                 std::string out;
                 if (ev->kind == JobEvent::Text) {
-                    out = chunk(*st, ev->text, "");
+                    out = chunk(*st, ev->text, "", false, &ev->provenance);
                     return sink.write(out.data(), out.size());
                 }
                 if (ev->kind == JobEvent::Failed) {
@@ -331,7 +355,9 @@ private:
                         server::error_json(ApiError(ev->status, ev->message, "", ev->code, "server_error")));
                     st->status = ev->status;
                 } else {
-                    if (!ev->text.empty()) out = chunk(*st, ev->text, "");
+                    // The rest of the text (and of the token counts) before the finish chunk.
+                    if (!ev->text.empty() || !ev->provenance.empty())
+                        out = chunk(*st, ev->text, "", false, &ev->provenance);
                     out += chunk(*st, "", ev->finish_reason);
                     if (st->include_usage)
                         out += server::sse_event(server::usage_chunk(st->ep, st->id, st->created, st->model,
@@ -414,6 +440,9 @@ int cmd_serve(int argc, char** argv) {
     app.add_option("-c,--ctx", ctx, "context per sequence in tokens (0 = min(model, 4096))")
         ->check(CLI::NonNegativeNumber);
     app.add_option("-t,--threads", threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+    std::string chat_template;
+    app.add_option("--chat-template", chat_template, "Jinja chat template file used instead of the model's")
+        ->check(CLI::ExistingFile);
     // Limits for a server facing clients nobody controls.
     int max_body_mb = 16, read_timeout = 10, header_timeout = 10, idle_timeout = 5, shutdown_grace = 5;
     int max_tokens = 4096;
@@ -478,6 +507,7 @@ int cmd_serve(int argc, char** argv) {
     eopts.model = runtime::resolve_model(model);
     eopts.threads = threads;
     eopts.ctx = ctx;
+    eopts.chat_template = chat_template;
     // Resolved here too (the engine resolves it again when it loads): the
     // default method, and with it the thread split below, depend on it.
     runtime::DraftLayers layers;

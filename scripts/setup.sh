@@ -9,8 +9,10 @@
 #                           into the same .venv: the reference implementation the
 #                           tests compare against (llama-cpp-python, built from
 #                           source: several minutes), the gguf reader, prompt-set
-#                           packages, pytest and plotting; and clang with
-#                           libFuzzer (Debian) for scripts/fuzz.sh.
+#                           packages, pytest and plotting; clang with
+#                           libFuzzer (Debian) for scripts/fuzz.sh; and
+#                           Debian's chromium, the headless browser that
+#                           tests the chat page (tests/python/test_chat_page.py).
 # Idempotent and quick when nothing changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,8 +27,9 @@ esac
 APT_PACKAGES=(build-essential cmake ninja-build git libgtest-dev libgmock-dev libbenchmark-dev
               nlohmann-json3-dev libcli11-dev libcpp-httplib-dev pkg-config python3 python3-venv python3-pip)
 
-# Testing also fuzzes (scripts/fuzz.sh): libFuzzer comes with clang.
-[ "$mode" = test ] && APT_PACKAGES+=(clang libclang-rt-14-dev)
+# Testing also fuzzes (scripts/fuzz.sh): libFuzzer comes with clang. The chat
+# page (`specdec serve`'s GET /) is tested in a real browser: headless chromium.
+[ "$mode" = test ] && APT_PACKAGES+=(clang libclang-rt-14-dev chromium)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

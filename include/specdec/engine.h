@@ -38,8 +38,15 @@ struct EngineOptions {
     // `specdec calibrate` saved next to the model; if it found no depth faster
     // than AR there is no draft, and chain/tree requests decode with ar).
     std::string draft_layers;
+    // An EAGLE-3 draft head for chain and tree instead of a draft model: a
+    // directory in the Hugging Face layout (config.json + model.safetensors)
+    // or the vllm speculators layout, made for this model. "": none.
+    std::string eagle3;
     int threads = 0;  // 0: all cores
     int ctx = 0;      // context size in tokens; 0: min(model's training context, 4096)
+    // A Jinja chat template file for chat requests instead of the model's own
+    // (tokenizer.chat_template). "": the model's.
+    std::string chat_template;
     // Sequences the KV caches hold: generate() uses the first; a frontend
     // that batches (the HTTP server, specdec bench) decodes up to this many
     // together on target_engine() and draft_engine().
@@ -71,6 +78,7 @@ public:
 
     const std::string& model_path() const;  // the resolved .gguf path
     const std::string& draft_path() const;  // "" without a draft
+    const std::string& eagle3_path() const;  // "" without an EAGLE-3 head
     bool has_draft() const;
     int n_ctx() const;
     int threads() const;

@@ -18,6 +18,7 @@ namespace specdec {
 struct Engine::Impl {
     std::unique_ptr<runtime::Engine> target, draft;
     std::string draft_path;
+    std::string eagle3_path;
     bool self_spec = false;
     // --draft-layers auto where calibration found no draft faster than AR:
     // there is no draft, and methods that need one decode with ar instead
@@ -32,11 +33,14 @@ Engine::Engine(const EngineOptions& opts) : impl_(std::make_unique<Impl>()) {
                   "draft branch slots >= 0, got ", opts.sequences, " and ", opts.draft_branch_slots);
     SPECDEC_CHECK(opts.draft.empty() || opts.draft_layers.empty(),
                   "give either a draft model or self-speculation draft layers, not both");
+    SPECDEC_CHECK(opts.eagle3.empty() || (opts.draft.empty() && opts.draft_layers.empty()),
+                  "give either an EAGLE-3 head or a draft model (or draft layers), not both");
     runtime::EngineOptions eopts;
     eopts.model_path = runtime::resolve_model(opts.model);
     eopts.n_threads = opts.threads;
     eopts.n_ctx = opts.ctx;
     eopts.n_seq = opts.sequences;
+    eopts.chat_template_path = opts.chat_template;
     // Draft layers are resolved (and an `auto` file read) before the target
     // loads, so a bad list or a missing calibration is reported at once.
     runtime::DraftLayers layers;
@@ -46,6 +50,10 @@ Engine::Engine(const EngineOptions& opts) : impl_(std::make_unique<Impl>()) {
         impl_->calibrated_ar = layers.use_ar;
     }
     impl_->target = runtime::Engine::load(eopts);
+    if (!opts.eagle3.empty()) {
+        impl_->target->load_eagle3(opts.eagle3);
+        impl_->eagle3_path = opts.eagle3;
+    }
     if (!opts.draft.empty() || (impl_->self_spec && !layers.use_ar)) {
         runtime::EngineOptions dopts = eopts;
         dopts.model_path = impl_->self_spec ? eopts.model_path : runtime::resolve_model(opts.draft);
@@ -71,9 +79,9 @@ std::string Engine::resolve_method(const Request& req) const {
     SpecConfig probe;
     probe.method = m;
     if (probe.needs_draft() && impl_->calibrated_ar) return "ar";
-    SPECDEC_CHECK(!probe.needs_draft() || impl_->draft, "method ", method,
-                  " needs a draft model: load the engine with a draft (EngineOptions::draft) or "
-                  "self-speculation layers (EngineOptions::draft_layers)");
+    SPECDEC_CHECK(!probe.needs_draft() || impl_->draft || !impl_->eagle3_path.empty(), "method ", method,
+                  " needs a draft model: load the engine with a draft (EngineOptions::draft), "
+                  "self-speculation layers (EngineOptions::draft_layers) or an EAGLE-3 head (EngineOptions::eagle3)");
     return method;
 }
 
@@ -88,6 +96,7 @@ Result Engine::generate(const Request& req) {
     static_cast<GenerateResult&>(out) =
         out.speculative ? sched::generate_speculative(*impl_->target, draft, req, cfg, &out.spec, req.on_text)
                         : runtime::generate_ar(*impl_->target, req, req.on_text);
+    if (out.speculative && cfg.needs_draft() && !impl_->eagle3_path.empty()) out.draft_model = impl_->eagle3_path;
     if (out.speculative && draft) {
         out.draft_model = impl_->draft_path;
         if (impl_->self_spec) out.draft_layers = model::format_layer_list(draft->model().layers_run());
@@ -101,6 +110,7 @@ std::vector<int32_t> Engine::tokenize(const GenerateRequest& req) const {
 
 const std::string& Engine::model_path() const { return impl_->target->options().model_path; }
 const std::string& Engine::draft_path() const { return impl_->draft_path; }
+const std::string& Engine::eagle3_path() const { return impl_->eagle3_path; }
 bool Engine::has_draft() const { return impl_->draft != nullptr; }
 int Engine::n_ctx() const { return impl_->target->n_ctx(); }
 int Engine::threads() const { return (int)impl_->target->pool().size(); }

@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "core/clock.h"
 #include "core/error.h"
 #include "model/prefill.h"
 #include "runtime/draft_vocab.h"
+#include "runtime/eagle3_draft.h"
 
 namespace specdec::runtime {
 std::unique_ptr<Engine> Engine::load(const EngineOptions& opts) {
@@ -20,6 +23,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opts) {
     e->model_ = opts.keep_layers.empty() ? std::make_unique<model::Transformer>(*e->file_, opts.layer_limit)
                                          : std::make_unique<model::Transformer>(*e->file_, opts.keep_layers);
     e->tokenizer_ = io::Tokenizer::from_gguf(*e->file_);
+    e->load_chat_template();
     // The config and tokenizer hold what they need; the parsed vocabulary
     // arrays (copies of the file's strings) would only add to peak RSS.
     e->file_->release_large_arrays(4096);
@@ -44,17 +48,53 @@ std::unique_ptr<Engine> Engine::load_draft(const Engine& target, const EngineOpt
     return draft;
 }
 
+Engine::~Engine() = default;
+
+void Engine::load_eagle3(const std::string& path) { eagle3_ = Eagle3Draft::load(path, *this); }
+
 const float* Engine::prefill(int seq, const std::vector<int32_t>& tokens) {
     return model::prefill_chunked(*model_, *cache_, *pool_, seq, tokens, opts_.prefill_chunk, batch_, result_);
+}
+
+void Engine::load_chat_template() {
+    std::string text;
+    std::string source = "the chat template of " + opts_.model_path;
+    if (!opts_.chat_template_path.empty()) {
+        std::ifstream in(opts_.chat_template_path, std::ios::binary);
+        SPECDEC_CHECK(in, "cannot read chat template file '", opts_.chat_template_path, "'");
+        std::stringstream ss;
+        ss << in.rdbuf();
+        text = ss.str();
+        source = "chat template file " + opts_.chat_template_path;
+    } else {
+        text = io::model_chat_template(*file_);
+    }
+    try {
+        chat_template_ = std::make_unique<io::ChatTemplate>(text);
+    } catch (const Error& e) {
+        chat_error_ = source + ": " + e.what();
+        // A file the user named must work; the model's own template only
+        // matters for chat requests.
+        SPECDEC_CHECK(opts_.chat_template_path.empty(), chat_error_);
+    }
+}
+
+std::string Engine::chat_prompt(const std::vector<io::ChatMessage>& messages) const {
+    SPECDEC_CHECK(chat_template_, chat_error_);
+    try {
+        return io::apply_chat_template(*chat_template_, *tokenizer_, messages, true);
+    } catch (const Error& e) {
+        throw Error(std::string("chat template: ") + e.what());
+    }
 }
 
 std::vector<int32_t> tokenize_request(const Engine& engine, const GenerateRequest& req) {
     const io::Tokenizer& tok = engine.tokenizer();
     if (!req.messages.empty()) {
-        const std::string text = io::apply_chat_template(engine.file(), req.messages, true);
-        // The rendered template carries its own special tokens (BOS included where
-        // the template writes it), so parse them and add nothing else.
-        return tok.encode(text, false, true);
+        // Special tokens in the rendered text are parsed; BOS is added by the
+        // tokenizer where the model asks for it (the render never starts with
+        // it), as llama.cpp's server tokenizes a chat prompt.
+        return tok.encode(engine.chat_prompt(req.messages), true, true);
     }
     return tok.encode(req.prompt, true, false);
 }

@@ -21,6 +21,8 @@
 
 namespace specdec::runtime {
 
+struct Eagle3Draft;
+
 struct EngineOptions {
     std::string model_path;
     int n_ctx = 0;        // 0: min(model's training context, 4096)
@@ -31,6 +33,9 @@ struct EngineOptions {
     // Non-empty: run only these model layers, ascending (a layer-skipping
     // self-speculation draft; see model/layer_list.h). Excludes layer_limit.
     std::vector<int> keep_layers;
+    // Non-empty: a Jinja chat template file used instead of the model's
+    // tokenizer.chat_template (--chat-template FILE).
+    std::string chat_template_path;
 };
 
 // A loaded model ready to run.
@@ -51,17 +56,38 @@ public:
     const EngineOptions& options() const { return opts_; }
     int n_ctx() const { return cache_->n_ctx(); }
 
+    // An EAGLE-3 head for this target (runtime/eagle3_draft.h): chain and tree
+    // draft with it when there is no draft model. Throws for a head that does
+    // not fit this model.
+    void load_eagle3(const std::string& path);
+    Eagle3Draft* eagle3() { return eagle3_.get(); }
+
+    ~Engine();
+
     // Reads `tokens` into sequence `seq` after what it has committed, in chunks,
     // commits them, and returns the logits of the last token (n_vocab floats).
     const float* prefill(int seq, const std::vector<int32_t>& tokens);
 
+    // The chat prompt for `messages` (io/chat_template.h: the model's
+    // template or the --chat-template file, add_generation_prompt, no
+    // leading BOS text). Throws specdec::Error when the template could not
+    // be parsed or raises for these messages.
+    std::string chat_prompt(const std::vector<io::ChatMessage>& messages) const;
+
 private:
+    void load_chat_template();
+
     EngineOptions opts_;
     std::unique_ptr<io::GgufFile> file_;
     std::unique_ptr<io::Tokenizer> tokenizer_;
     std::unique_ptr<model::Transformer> model_;
     std::unique_ptr<kv::KvCache> cache_;
     std::unique_ptr<ThreadPool> pool_;
+    // Parsed once at load; a template that does not parse only fails chat
+    // requests (chat_error_ says why), never plain-prompt ones.
+    std::unique_ptr<io::ChatTemplate> chat_template_;
+    std::string chat_error_;
+    std::unique_ptr<Eagle3Draft> eagle3_;
     model::ForwardBatch batch_;
     model::ForwardResult result_;
 };

@@ -90,7 +90,7 @@ void SsdScheduler::run(const std::vector<std::vector<int32_t>>& prompts, const s
         const int32_t tok = sample::sample_token(logits, n_vocab, hist[i], params_, rng, scratch);
         hist[i].push_back(tok);
         ++generated[i];
-        if (on_token(i, tok) || generated[i] >= max_new[i]) done[i] = 1;
+        if (on_token(i, tok, TokenSource::Target) || generated[i] >= max_new[i]) done[i] = 1;
         expecting |= outcome(i, 0, tok, msg);
     }
     const double t_decode = now_s();
@@ -198,11 +198,12 @@ void SsdScheduler::run(const std::vector<std::vector<int32_t>>& prompts, const s
             recs[s].accepted = vr.n_accepted();
             recs[s].bonus = vr.emitted.back();
             last_k[i] = vr.n_accepted();
-            for (int32_t tok : vr.emitted) {
+            for (size_t j = 0; j < vr.emitted.size(); ++j) {
+                const int32_t tok = vr.emitted[j];
                 recs[s].emitted.push_back(tok);
                 hist[i].push_back(tok);
                 ++generated[i];
-                if (on_token(i, tok) || generated[i] >= max_new[i]) {
+                if (on_token(i, tok, vr.source(j)) || generated[i] >= max_new[i]) {
                     done[i] = 1;
                     break;
                 }
@@ -277,7 +278,7 @@ std::vector<runtime::GenerateResult> generate_ssd_batch(runtime::Engine& target,
     const auto trace = open_trace(cfg, params, target, draft, tc);
     SsdScheduler sch(tc, draft_context(draft, subset.get()), params, cfg, spec::ExecMode::Performance, trace.get());
     SsdStats stats;
-    sch.run(prompts, max_new, [&](int i, int32_t tok) { return stops[i].push(tok); }, stats, pre);
+    sch.run(prompts, max_new, [&](int i, int32_t tok, TokenSource) { return stops[i].push(tok); }, stats, pre);
     std::vector<runtime::GenerateResult> out(reqs.size());
     for (size_t i = 0; i < reqs.size(); ++i) {
         auto& r = out[i];
@@ -309,7 +310,7 @@ runtime::GenerateResult generate_ssd(runtime::Engine& target, runtime::Engine& d
     bool cancelled = false, stopped = false;
     SsdStats stats;
     sch.run({prompt}, {req.max_tokens},
-            [&](int, int32_t tok) {
+            [&](int, int32_t tok, TokenSource) {
                 stopped = stop.push(tok);
                 if (on_text && !stopped) {
                     const std::string piece = stop.take_stable_text();

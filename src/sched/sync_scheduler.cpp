@@ -9,7 +9,9 @@
 #include "sched/cost_calibration.h"
 #include "sched/spec_batch.h"
 #include "sched/vocab_subset_source.h"
+#include "runtime/eagle3_draft.h"
 #include "spec/adaptive_proposer.h"
+#include "spec/eagle3_proposer.h"
 #include "spec/draft_model_proposer.h"
 #include "spec/lookup_first_proposer.h"
 #include "spec/ngram_proposer.h"
@@ -121,6 +123,30 @@ ProposerBundle make_adaptive_proposer(const SpecConfig& cfg, runtime::Engine& ta
     return b;
 }
 
+// Chain and tree with a separate draft model (or a self-speculation copy).
+std::unique_ptr<spec::Proposer> make_draft_model_proposer(const SpecConfig& cfg, runtime::Engine& target,
+                                                          runtime::Engine& draft_engine,
+                                                          const sample::SamplingParams& params, ProposerBundle& b) {
+    runtime::Engine* draft = &draft_engine;
+    const int tv = target.config().n_vocab;
+    b.subset = load_vocab_subset(cfg.vocab_subset_n, cfg.vocab_subset_path, cfg.vocab_corpus_path, target);
+    spec::DraftModelOptions o;
+    o.shape = cfg.method == Method::Chain ? spec::DraftShape::Chain : spec::DraftShape::Tree;
+    o.chain_k = cfg.draft_k;
+    o.tree_topk = cfg.tree_topk;
+    o.tree_depth = cfg.tree_depth;
+    o.tree_budget = cfg.tree_budget;
+    o.tree_width = cfg.tree_width;
+    o.chain_min_prob = cfg.chain_min_prob;
+    o.sampled = cfg.tree_sampled || cfg.method == Method::Chain;  // chains under sampling: drafts drawn from q
+    o.target_n_vocab = tv;
+    o.window = cfg.draft_window;
+    o.prefill_chunk = draft->options().prefill_chunk;
+    o.params = params;
+    o.subset = b.subset.get();
+    return std::make_unique<spec::DraftModelProposer>(draft->model(), draft->cache(), target.pool(), o);
+}
+
 }  // namespace
 
 ProposerBundle make_proposer(const SpecConfig& cfg, runtime::Engine& target, runtime::Engine* draft,
@@ -144,24 +170,22 @@ ProposerBundle make_proposer(const SpecConfig& cfg, runtime::Engine& target, run
         case Method::Tree:
             break;
     }
-    SPECDEC_CHECK(draft, "method ", method_name(cfg.method), " needs a draft model (-d DRAFT)");
-    const int tv = target.config().n_vocab;
-    b.subset = load_vocab_subset(cfg.vocab_subset_n, cfg.vocab_subset_path, cfg.vocab_corpus_path, target);
-    spec::DraftModelOptions o;
-    o.shape = cfg.method == Method::Chain ? spec::DraftShape::Chain : spec::DraftShape::Tree;
-    o.chain_k = cfg.draft_k;
-    o.tree_topk = cfg.tree_topk;
-    o.tree_depth = cfg.tree_depth;
-    o.tree_budget = cfg.tree_budget;
-    o.tree_width = cfg.tree_width;
-    o.chain_min_prob = cfg.chain_min_prob;
-    o.sampled = cfg.tree_sampled || cfg.method == Method::Chain;  // chains under sampling: drafts drawn from q
-    o.target_n_vocab = tv;
-    o.window = cfg.draft_window;
-    o.prefill_chunk = draft->options().prefill_chunk;
-    o.params = params;
-    o.subset = b.subset.get();
-    b.proposer = std::make_unique<spec::DraftModelProposer>(draft->model(), draft->cache(), target.pool(), o);
+    if (!draft && target.eagle3()) {
+        // An EAGLE-3 head drafts from the target's own features.
+        runtime::Eagle3Draft& e = *target.eagle3();
+        SPECDEC_CHECK(e.cache->n_seq() >= target.cache().n_seq(), "EAGLE-3: the head's cache holds ",
+                      e.cache->n_seq(), " sequences, the target's ", target.cache().n_seq());
+        spec::Eagle3ProposerOptions eo;
+        eo.tree = cfg.method == Method::Tree;
+        eo.chain_k = cfg.draft_k;
+        eo.tree_topk = cfg.tree_topk;
+        eo.tree_depth = cfg.tree_depth;
+        eo.tree_budget = cfg.tree_budget;
+        b.proposer = std::make_unique<spec::Eagle3Proposer>(*e.forward, *e.cache, target.pool(), eo);
+    } else {
+        SPECDEC_CHECK(draft, "method ", method_name(cfg.method), " needs a draft model (-d DRAFT) or an EAGLE-3 head");
+        b.proposer = make_draft_model_proposer(cfg, target, *draft, params, b);
+    }
     if (cfg.lookup_min > 0) {
         spec::LookupFirstOptions lo;
         lo.min_n = cfg.lookup_min;
@@ -251,7 +275,7 @@ std::vector<runtime::GenerateResult> generate_speculative_batch(runtime::Engine&
     SpecStats stats;
     stats.auto_costs_from = pb.costs_from;
     stats.auto_calibration_s = pb.calibration_s;
-    sch.run(prompts, max_new, [&](int i, int32_t tok) { return stops[i].push(tok); }, stats, pre);
+    sch.run(prompts, max_new, [&](int i, int32_t tok, TokenSource) { return stops[i].push(tok); }, stats, pre);
     std::vector<runtime::GenerateResult> out(reqs.size());
     for (size_t i = 0; i < reqs.size(); ++i) {
         auto& r = out[i];
@@ -289,7 +313,7 @@ runtime::GenerateResult generate_speculative(runtime::Engine& target, runtime::E
     stats.auto_costs_from = pb.costs_from;
     stats.auto_calibration_s = pb.calibration_s;
     sch.run({prompt}, {req.max_tokens},
-            [&](int, int32_t tok) {
+            [&](int, int32_t tok, TokenSource) {
                 stopped = stop.push(tok);
                 if (on_text && !stopped) {
                     const std::string piece = stop.take_stable_text();

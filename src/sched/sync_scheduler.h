@@ -49,9 +49,11 @@ struct Prefilled {
     bool draft_ready = false;
 };
 
-// Called for every generated token of sequence `i` (batch index); returns true
-// when that sequence must stop after this token.
-using OnToken = std::function<bool(int i, int32_t token)>;
+// Called for every generated token of sequence `i` (batch index), with the
+// verifier's verdict on where it came from; returns true when that sequence
+// must stop after this token.
+using TokenSource = spec::TokenSource;
+using OnToken = std::function<bool(int i, int32_t token, TokenSource source)>;
 
 struct SchedulerOptions {
     spec::ExecMode mode = spec::ExecMode::Performance;

@@ -47,6 +47,7 @@ struct BatchScheduler::Active {
     std::unique_ptr<Job> job;
     int seq = -1;
     std::unique_ptr<runtime::StopChecker> stop;
+    std::optional<TokenProvenance> prov;  // when the job asked for provenance
     bool done = false;
     Clock::time_point first_token{};
 };
@@ -244,6 +245,7 @@ void BatchScheduler::admit(std::vector<std::unique_ptr<Active>>& fresh) {
         active_.push_back(std::move(up));
         by_slot_[a.seq] = &a;
         a.stop = std::make_unique<runtime::StopChecker>(engine_.tokenizer(), a.job->req);
+        if (a.job->provenance) a.prov.emplace();
         if (a.job->channel->cancelled()) {
             a.done = true;
             continue;
@@ -277,33 +279,51 @@ void BatchScheduler::start_sequence(Active& a) {
     const sched::SlotSpec& spec = method_spec(job.method, job.draft_k);
     const auto t0 = Clock::now();
     spec_.admit(a.seq, job.prompt, spec, job.req.sampling, job.req.max_tokens,
-                [this](int slot, int32_t tok) { return on_token(slot, tok); });
+                [this](int slot, int32_t tok, sched::TokenSource src) { return on_token(slot, tok, src); });
     metrics_.record_prefill((int)job.prompt.size(), secs(t0, Clock::now()));
     metrics_.record_method_tokens(sched::method_name(job.method), 0, 1, 0, 0);
 }
 
-bool BatchScheduler::on_token(int slot, int32_t tok) {
+bool BatchScheduler::on_token(int slot, int32_t tok, sched::TokenSource source) {
     Active& a = *by_slot_[slot];
     if (a.first_token == Clock::time_point{}) a.first_token = Clock::now();
     // Same order as runtime::generate_ar: stop checker, then (in the next
     // round) the context limit.
-    a.done = a.stop->push(tok);
-    if (!a.done) {
-        std::string piece = a.stop->take_stable_text();
-        if (!piece.empty()) {
-            JobEvent ev;
-            ev.text = std::move(piece);
-            a.job->channel->push(std::move(ev));
-        }
-    }
+    a.done = feed(*a.job, *a.stop, a.prov ? &*a.prov : nullptr, tok, source);
     return a.done;
+}
+
+bool BatchScheduler::feed(Job& job, runtime::StopChecker& stop, TokenProvenance* prov, int32_t tok,
+                          sched::TokenSource source) {
+    const size_t n_before = stop.tokens().size();
+    const bool done = stop.push(tok);
+    // End-of-generation tokens end the text without entering it (nor the usage).
+    if (prov && stop.tokens().size() > n_before) prov->add(stop.text().size(), source);
+    if (done) return true;
+    JobEvent ev;
+    ev.text = stop.take_stable_text();
+    if (ev.text.empty()) return false;  // the token counts go with the next piece
+    if (prov) ev.provenance = prov->take(ev.text);
+    job.channel->push(std::move(ev));
+    return false;
+}
+
+JobEvent BatchScheduler::done_event(const Job& job, runtime::StopChecker& stop, TokenProvenance* prov) {
+    JobEvent ev;
+    ev.kind = JobEvent::Done;
+    ev.text = stop.take_remaining();
+    if (prov) ev.provenance = prov->take(ev.text);
+    ev.finish_reason = stop.finish_reason();
+    ev.n_prompt = (int)job.prompt.size();
+    ev.n_generated = (int)stop.tokens().size();
+    return ev;
 }
 
 void BatchScheduler::decode_step() {
     if (!spec_.any_running()) return;
     sched::StepReport rep;
     try {
-        rep = spec_.step([this](int slot, int32_t tok) { return on_token(slot, tok); });
+        rep = spec_.step([this](int slot, int32_t tok, sched::TokenSource src) { return on_token(slot, tok, src); });
     } catch (const std::exception& e) {
         // Should not happen (trees are sized to the context before they are
         // verified); if it does, fail the sequences of this round, not the server.
@@ -337,13 +357,7 @@ void BatchScheduler::retire(Active& a) {
     if (a.seq < 0) return;
     const auto now = Clock::now();
     if (!a.job->channel->cancelled()) {
-        JobEvent ev;
-        ev.kind = JobEvent::Done;
-        ev.text = a.stop->take_remaining();
-        ev.finish_reason = a.stop->finish_reason();
-        ev.n_prompt = (int)a.job->prompt.size();
-        ev.n_generated = (int)a.stop->tokens().size();
-        a.job->channel->push(std::move(ev));
+        a.job->channel->push(done_event(*a.job, *a.stop, a.prov ? &*a.prov : nullptr));
         if (shutting_down()) finished_.push_back(a.job->id);
     }
     const double ttft = a.first_token == Clock::time_point{} ? -1.0 : secs(a.job->arrived, a.first_token);

@@ -47,6 +47,8 @@
 #include "sched/ssd_config.h"
 #include "sched/sync_scheduler.h"
 #include "server/metrics.h"
+#include "server/openai_protocol.h"
+#include "server/token_provenance.h"
 #include "spec/adaptive_proposer.h"
 
 namespace specdec::server {
@@ -54,6 +56,7 @@ namespace specdec::server {
 struct JobEvent {
     enum Kind { Text, Done, Failed } kind = Text;
     std::string text;           // Text: a stable piece; Done: the unstreamed rest
+    Provenance provenance;      // Text, Done: of `text`, when the job asked for it
     std::string finish_reason;  // Done: "stop" or "length"
     int n_prompt = 0, n_generated = 0;
     int status = 500;           // Failed
@@ -86,6 +89,7 @@ struct Job {
     sched::Method method = sched::Method::AR;  // the request's (or the server's) method
     int draft_k = 0;                // chain/ngram length, ssd K; 0: the server's
     bool ssd = false;               // decode with SSD (then `method` is unused)
+    bool provenance = false;        // events carry each token's source (specdec.provenance)
     std::shared_ptr<JobChannel> channel;
     std::chrono::steady_clock::time_point arrived = std::chrono::steady_clock::now();
 };
@@ -149,7 +153,14 @@ private:
     void start_sequence(Active& a);
     void decode_step();
     // Feeds the stop checker, streams text; returns true when the sequence is done.
-    bool on_token(int slot, int32_t tok);
+    bool on_token(int slot, int32_t tok, sched::TokenSource source);
+    // One token of a job (batch or SSD cohort): the stop checker takes it,
+    // the text that became stable goes to the job's channel (with its
+    // provenance when `prov` is given). Returns true when the job is done.
+    static bool feed(Job& job, runtime::StopChecker& stop, TokenProvenance* prov, int32_t tok,
+                     sched::TokenSource source);
+    // The job's last event: the rest of its text, finish reason and counts.
+    static JobEvent done_event(const Job& job, runtime::StopChecker& stop, TokenProvenance* prov);
     const sched::SlotSpec& method_spec(sched::Method m, int draft_k);
     void retire(Active& a);
     // Frees the sequence slot (target and draft).

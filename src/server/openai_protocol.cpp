@@ -160,7 +160,7 @@ void parse_spec(const json& body, const ServerInfo& info, bool greedy, SpecOptio
     if (!s) return;
     if (!s->is_object()) throw wrong_type("specdec", "an object", *s);
     for (auto it = s->begin(); it != s->end(); ++it) {
-        if (it.key() != "method" && it.key() != "draft_k")
+        if (it.key() != "method" && it.key() != "draft_k" && it.key() != "provenance")
             throw bad("unknown field 'specdec." + it.key() + "'", "specdec." + it.key(), "unknown_field");
     }
     if (const json* m = field(*s, "method")) {
@@ -184,6 +184,13 @@ void parse_spec(const json& body, const ServerInfo& info, bool greedy, SpecOptio
         spec.draft_k = (int)get_int(*s, "draft_k", 1, 64, 0);
     } catch (ApiError& e) {
         e.param = "specdec.draft_k";  // name the field by its full path
+        throw;
+    }
+    try {
+        spec.provenance = get_bool(*s, "provenance", false);
+    } catch (ApiError& e) {
+        e.param = "specdec.provenance";
+        e.message = "'specdec.provenance' must be a boolean";
         throw;
     }
 }
@@ -281,6 +288,9 @@ ParsedRequest parse_request(Endpoint ep, std::string_view body_text, const Serve
     r.seed_given = seed_given;
 
     parse_stop(body, r.gen);
+    // Extension (llama.cpp's server and vLLM): generate past end-of-generation
+    // tokens, to exactly max_tokens (load tests, benchmarks).
+    r.gen.ignore_eos = get_bool(body, "ignore_eos", false);
     r.stream = get_bool(body, "stream", false);
     if (const json* so = field(body, "stream_options")) {
         if (!so->is_object()) throw wrong_type("stream_options", "an object", *so);
@@ -375,9 +385,27 @@ json usage_chunk(Endpoint ep, const std::string& id, int64_t created, const std:
     return j;
 }
 
+void Provenance::append(const Provenance& p) {
+    spans.insert(spans.end(), p.spans.begin(), p.spans.end());
+    draft_tokens += p.draft_tokens;
+    target_tokens += p.target_tokens;
+}
+
+void add_provenance(json& j, const Provenance& p) {
+    json spans = json::array();
+    for (const TokenSpan& s : p.spans)
+        spans.push_back(json{{"text", s.text}, {"source", s.draft ? "draft" : "target"}});
+    j["specdec"] = json{{"provenance", std::move(spans)},
+                        {"tokens", json{{"draft", p.draft_tokens}, {"target", p.target_tokens}}}};
+}
+
 json models_json(const ServerInfo& info, int64_t created) {
     json m{{"id", info.model_id}, {"object", "model"}, {"created", created}, {"owned_by", "specdec"}};
     m["context_length"] = info.n_ctx;
+    m["specdec"] = json{{"methods", info.available_methods},
+                        {"default_method", info.default_method},
+                        {"default_sampled_method", info.default_sampled_method},
+                        {"max_tokens", info.max_tokens}};
     return json{{"object", "list"}, {"data", json::array({m})}};
 }
 

@@ -31,6 +31,7 @@ bool can_share(const Job& a, const Job& b, int k_a, int k_b) {
 struct Member {
     std::unique_ptr<Job> job;
     std::unique_ptr<runtime::StopChecker> stop;
+    std::optional<TokenProvenance> prov;  // when the job asked for provenance
     Clock::time_point first_token{};
     bool started = false;  // got its first token (prefill done)
     bool ended = false;    // the stop checker, the context or a cancellation ended it
@@ -70,6 +71,7 @@ void BatchScheduler::run_ssd_cohort(std::vector<std::unique_ptr<Job>> jobs) {
         Member x;
         x.job = std::move(j);
         x.stop = std::make_unique<runtime::StopChecker>(engine_.tokenizer(), x.job->req);
+        if (x.job->provenance) x.prov.emplace();
         m.push_back(std::move(x));
     }
     if (m.empty()) return;
@@ -91,7 +93,7 @@ void BatchScheduler::run_ssd_cohort(std::vector<std::unique_ptr<Job>> jobs) {
     // Called on this thread as tokens are verified. Returning true ends that
     // sequence: its stop checker ended it, its client went away, it ran out
     // of time, or the shutdown's deadline passed (the others keep going).
-    const auto on_token = [&](int i, int32_t tok) {
+    const auto on_token = [&](int i, int32_t tok, sched::TokenSource source) {
         Member& x = m[i];
         const auto now = Clock::now();
         if (!x.started) {
@@ -106,15 +108,7 @@ void BatchScheduler::run_ssd_cohort(std::vector<std::unique_ptr<Job>> jobs) {
             x.ended = true;
             return true;
         }
-        x.ended = x.stop->push(tok);
-        if (!x.ended) {
-            std::string piece = x.stop->take_stable_text();
-            if (!piece.empty()) {
-                JobEvent ev;
-                ev.text = std::move(piece);
-                x.job->channel->push(std::move(ev));
-            }
-        }
+        x.ended = feed(*x.job, *x.stop, x.prov ? &*x.prov : nullptr, tok, source);
         return x.ended;
     };
 
@@ -145,13 +139,7 @@ void BatchScheduler::run_ssd_cohort(std::vector<std::unique_ptr<Job>> jobs) {
             if (x.failure->status == 503) cancelled_.push_back(x.job->id);
             x.job->channel->push(std::move(*x.failure));
         } else {
-            JobEvent ev;
-            ev.kind = JobEvent::Done;
-            ev.text = x.stop->take_remaining();
-            ev.finish_reason = x.stop->finish_reason();
-            ev.n_prompt = (int)x.job->prompt.size();
-            ev.n_generated = n_gen;
-            x.job->channel->push(std::move(ev));
+            x.job->channel->push(done_event(*x.job, *x.stop, x.prov ? &*x.prov : nullptr));
             if (shutdown) finished_.push_back(x.job->id);
         }
         const double ttft = x.started ? secs(x.job->arrived, x.first_token) : -1.0;

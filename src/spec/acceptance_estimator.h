@@ -41,8 +41,8 @@ public:
     int observations() const { return n_obs_; }
     // Replaces every depth's counts by `weight` pseudo-observations at mean
     // `accept` (the pooled rate is kept): a drafter that has not been used
-    // for a while is given another chance on an optimistic belief, which the
-    // next verified round corrects at once.
+    // for a while is probed from its prior again, not from the failures that
+    // made it idle, and the probe's verified round corrects that at once.
     void revisit(double accept, double weight);
 
 private:

@@ -20,7 +20,7 @@ AdaptiveProposer::AdaptiveProposer(std::unique_ptr<Proposer> draft, std::shared_
     SPECDEC_CHECK(opts.draft_max >= 1 && opts.lookup_max >= 1, "adaptive proposer: chain limits must be >= 1");
     SPECDEC_CHECK(opts.lookup_min_n >= 1 && opts.lookup_max_n >= opts.lookup_min_n,
                   "adaptive proposer: need 1 <= lookup_min_n <= lookup_max_n");
-    SPECDEC_CHECK(opts.revisit_every >= 1, "adaptive proposer: revisit_every must be >= 1");
+    SPECDEC_CHECK(opts.explore_share >= 0, "adaptive proposer: explore_share must be >= 0");
 }
 
 AdaptiveProposer::SeqState& AdaptiveProposer::state(int seq) {
@@ -65,18 +65,10 @@ void AdaptiveProposer::propose(std::span<const ProposeInput> in, std::span<Draft
                                                 std::min(opts_.lookup_max, room));
         st.had_lookup = !lookups_[i].empty();
         if (st.had_lookup) {
-            if (st.idle_lookup >= opts_.revisit_every) {
-                st.lookup.revisit(opts_.revisit_accept, 1.0);
-                st.idle_lookup = 0;
-            }
             c.lookup = &st.lookup;
             c.lookup_len = (int)lookups_[i].size();
         }
         if (draft_) {
-            if (st.idle_draft >= opts_.revisit_every) {
-                st.draft.revisit(opts_.revisit_accept, 1.0);
-                st.idle_draft = 0;
-            }
             c.draft = &st.draft;
             c.draft_max = opts_.draft_max;
             c.draft_catchup = std::max(1, (int)in[i].history.size() - st.draft_known);
@@ -90,6 +82,9 @@ void AdaptiveProposer::propose(std::span<const ProposeInput> in, std::span<Draft
         ++stats_.ar_probes;
     } else {
         plan_ = choose_shapes(cands_, costs, opts_.min_gain);
+        // Not in an AR-timing round: that one must stay plain AR.
+        for (size_t i = 0; i < n; ++i)
+            if (plan_.shapes[i].kind == ShapeKind::None) schedule_probe(i, state(in[i].seq), costs);
     }
     const bool all_none = std::all_of(plan_.shapes.begin(), plan_.shapes.end(),
                                       [](const Shape& s) { return s.kind == ShapeKind::None; });
@@ -135,24 +130,48 @@ void AdaptiveProposer::propose(std::span<const ProposeInput> in, std::span<Draft
     }
 }
 
+void AdaptiveProposer::schedule_probe(size_t i, SeqState& st, const RoundCosts& costs) {
+    const ShapeCandidates& c = cands_[i];
+    if (c.max_drafts < 1) return;
+    // What the probe adds to the round's predicted time: all of it is lost
+    // if its one draft is rejected.
+    const auto probe_cost = [&](ShapeKind kind) {
+        probe_plan_ = plan_;
+        probe_plan_.shapes[i] = {kind, 1};
+        evaluate_plan(cands_, costs, probe_plan_);
+        return probe_plan_.predicted_s - plan_.predicted_s;
+    };
+    // The probed drafter's credit is spent: observe() sets it back to 0, as
+    // for any round that drafter drafts.
+    const auto take = [&](ShapeKind kind, AcceptanceEstimator& belief, const AcceptanceOptions& prior) {
+        belief.revisit(prior.prior_accept, prior.prior_weight);  // the probe's outcome decides, not old failures
+        plan_.shapes[i] = {kind, 1};
+        evaluate_plan(cands_, costs, plan_);
+        ++stats_.drafter_probes;
+    };
+    if (c.lookup && c.lookup_len > 0 && st.credit_lookup > 0 && st.credit_lookup >= probe_cost(ShapeKind::Lookup))
+        return take(ShapeKind::Lookup, st.lookup, opts_.lookup_acceptance);
+    if (c.draft && st.credit_draft > 0 && st.credit_draft >= probe_cost(ShapeKind::Draft))
+        return take(ShapeKind::Draft, st.draft, opts_.draft_acceptance);
+}
+
 void AdaptiveProposer::observe(const RoundFeedback& fb) {
     const double draft_s = last_forward_s();
+    // Each idle drafter earns its share of this round's AR time per sequence.
+    const double earn = opts_.explore_share * plan_.ar_s / (double)std::max<size_t>(1, plan_.shapes.size());
     for (const RoundOutcome& o : fb.seqs) {
         SeqState& st = state(o.seq);
+        const bool drafted_by_model = st.shape.kind == ShapeKind::Draft, by_lookup = st.shape.kind == ShapeKind::Lookup;
+        if (draft_) st.credit_draft = drafted_by_model ? 0.0 : st.credit_draft + earn;
+        if (st.had_lookup || by_lookup) st.credit_lookup = by_lookup ? 0.0 : st.credit_lookup + earn;
         switch (st.shape.kind) {
             case ShapeKind::None:
-                ++st.idle_draft;
-                if (st.had_lookup) ++st.idle_lookup;
                 break;
             case ShapeKind::Lookup:
                 st.lookup.observe(o.accepted, o.drafted);
-                st.idle_lookup = 0;
-                ++st.idle_draft;
                 break;
             case ShapeKind::Draft:
                 st.draft.observe(o.accepted, o.drafted);
-                st.idle_draft = 0;
-                if (st.had_lookup) ++st.idle_lookup;
                 // The draft fed the root and every draft but the last; what
                 // the target accepted of them stays valid in its cache.
                 if (o.drafted > 0) st.draft_known = st.hist_len + std::min(o.accepted, o.drafted - 1);

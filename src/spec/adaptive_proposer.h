@@ -12,11 +12,19 @@
 // rounds (Proposer::observe). So greedy output is AR's token for token and
 // sampled output follows the target exactly, whatever the choices were.
 //
-// A drafter the choice has left unused for `revisit_every` rounds gets an
-// optimistic belief back (AcceptanceEstimator::revisit): on a prompt where it
-// starts to pay, it is tried again; where it cannot pay even then, the cost
-// model keeps it off. The draft model's cache catches up on the tokens it
-// missed the next time it drafts, and that catch-up is part of the cost.
+// A drafter the choice has left unused is probed now and then, so that on a
+// prompt where it starts to pay it is taken up again: its belief goes back to
+// the prior and it drafts the shortest chain (one token) for one round, whose
+// verified outcome then updates that belief. Probes are paid from an
+// exploration budget: every round a drafter sits idle earns it
+// `explore_share` of that round's AR time, and a probe runs once the credit
+// covers what the probe would cost if nothing were accepted (the extra
+// verification row plus, for the draft model, its forward and catch-up). So
+// on any prompt, probing costs at most about `explore_share` of AR's time per
+// drafter, on a machine where an extra row is cheap (probes every few rounds)
+// as on one where it costs most of a forward (probes rarely). The draft
+// model's cache catches up on the tokens it missed the next time it drafts,
+// and that catch-up is part of the cost.
 #pragma once
 
 #include <memory>
@@ -34,8 +42,10 @@ struct AdaptiveOptions {
     int lookup_max_n = 4; // longest suffix tried (first)
     AcceptanceOptions draft_acceptance{0.7, 2.0, 0.9, 16};
     AcceptanceOptions lookup_acceptance{0.6, 2.0, 0.9, 16};
-    int revisit_every = 32;        // rounds a drafter may stay unused before it is revisited
-    double revisit_accept = 0.9;   // the optimistic belief it is revisited with
+    // Share of AR's time an idle drafter's probes may cost (see above): 0.5 %
+    // each for lookup and draft, which keeps the worst case of a prompt where
+    // no draft ever pays within about 1 % of AR.
+    double explore_share = 0.005;
     bool learn_costs = true;       // correct the cost curves from the timed rounds
     // A plan with drafts must be predicted this much faster than AR (the
     // estimates are noisy; a marginal gamble is not worth taking).
@@ -54,6 +64,7 @@ struct AdaptiveStats {
     int64_t lookup_drafts = 0, draft_drafts = 0;                   // drafts proposed by each
     int64_t plans = 0;
     int64_t ar_probes = 0;  // rounds made plain AR to time t(1) (counted in rounds_none too)
+    int64_t drafter_probes = 0;  // one-token probes of an idle drafter (counted in its rounds too)
     double predicted_s = 0;  // sum over rounds of the chosen plan's predicted seconds
     double measured_s = 0;   // sum over the same rounds of target forward + draft seconds
     // The counters' growth since `before` (an earlier copy of the same proposer's).
@@ -61,8 +72,8 @@ struct AdaptiveStats {
         return {rounds_none - before.rounds_none,     rounds_lookup - before.rounds_lookup,
                 rounds_draft - before.rounds_draft,   lookup_drafts - before.lookup_drafts,
                 draft_drafts - before.draft_drafts,   plans - before.plans,
-                ar_probes - before.ar_probes,         predicted_s - before.predicted_s,
-                measured_s - before.measured_s};
+                ar_probes - before.ar_probes,         drafter_probes - before.drafter_probes,
+                predicted_s - before.predicted_s,     measured_s - before.measured_s};
     }
 };
 
@@ -91,13 +102,16 @@ private:
         SeqState(const AcceptanceOptions& d, const AcceptanceOptions& l) : draft(d), lookup(l) {}
         AcceptanceEstimator draft, lookup;
         int draft_known = 0;     // history tokens the draft's cache holds (its next catch-up starts there)
-        int idle_draft = 0;      // rounds since the draft was last chosen
-        int idle_lookup = 0;     // rounds with a lookup match since lookup was last chosen
+        double credit_draft = 0;   // exploration credit (seconds) earned while the draft sat idle
+        double credit_lookup = 0;  // the same for lookup, over rounds that had a lookup match
         Shape shape;             // this round's choice, until observe
         int hist_len = 0;        // history length at this round's propose
         bool had_lookup = false;
     };
     SeqState& state(int seq);
+    // Turns sequence i's None into a one-token probe of an idle drafter whose
+    // credit covers the probe's cost under `costs` (lookup first: it is cheaper).
+    void schedule_probe(size_t i, SeqState& st, const RoundCosts& costs);
 
     std::unique_ptr<Proposer> draft_;
     std::shared_ptr<RowCostCurve> target_costs_, draft_costs_;
@@ -109,6 +123,7 @@ private:
     bool drafted_ = false;
     AdaptiveStats stats_;
     ShapePlan plan_;
+    ShapePlan probe_plan_;  // scratch: plan_ with one probe, to price it
     // Per-round scratch.
     std::vector<ShapeCandidates> cands_;
     std::vector<std::vector<int32_t>> lookups_;

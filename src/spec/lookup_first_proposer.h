@@ -35,6 +35,9 @@ public:
     void prefill(int seq, std::span<const int32_t> history) override { draft_->prefill(seq, history); }
     void propose(std::span<const ProposeInput> in, std::span<DraftTree> out, Rng& rng) override;
     double last_forward_s() const override { return drafted_ ? draft_->last_forward_s() : 0.0; }
+    // A head that reads target features gets every committed token's, lookup rounds included.
+    std::span<const int> feature_layers() const override { return draft_->feature_layers(); }
+    void observe_features(const TargetFeatures& f) override { draft_->observe_features(f); }
 
     // Rounds so far whose tree came from a lookup / from the draft proposer.
     int64_t lookup_rounds() const { return lookup_rounds_; }

@@ -27,10 +27,18 @@
 
 namespace specdec::spec {
 
+// Where an emitted token came from, as the verifier decided it: an accepted
+// draft token, or the target's own (a round's bonus or corrected token, and
+// the first token after the prefill). `specdec serve` streams it on request
+// (the chat page colours the two apart).
+enum class TokenSource : uint8_t { Target, Draft };
+
 struct VerifyResult {
     std::vector<int> path;          // accepted node ids, starting with the root (0)
     std::vector<int32_t> emitted;   // accepted draft tokens then the bonus token
     int n_accepted() const { return (int)path.size() - 1; }
+    // The source of emitted[j].
+    TokenSource source(size_t j) const { return (int)j < n_accepted() ? TokenSource::Draft : TokenSource::Target; }
 };
 
 class Verifier {

@@ -28,6 +28,17 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# The binary under test (SPECDEC_BIN, as scripts/test.sh sets it; else the release build).
+SPECDEC_BIN = Path(os.environ.get("SPECDEC_BIN", REPO_ROOT / "build" / "release" / "specdec"))
+
+
+def run_specdec(*args: str, check: bool = True, timeout: float = 600) -> "subprocess.CompletedProcess":
+    """Runs the specdec binary; with check, a non-zero exit fails the test with its stderr."""
+    import subprocess
+    r = subprocess.run([str(SPECDEC_BIN), *args], capture_output=True, text=True, timeout=timeout)
+    if check:
+        assert r.returncode == 0, r.stderr
+    return r
 MODELS_DIR = Path(os.environ.get("SPECDEC_MODELS_DIR", REPO_ROOT / "models"))
 REGISTRY_PATH = REPO_ROOT / "tools" / "models.json"
 

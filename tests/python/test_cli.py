@@ -85,6 +85,22 @@ def test_chat_template_answers():
     assert "Paris" in out["text"]
 
 
+def test_chat_template_file_overrides_the_models(tmp_path):
+    """--chat-template FILE renders the prompt with that template instead of the
+    GGUF's: a template that writes plain text gives exactly the plain prompt's
+    tokens; one the interpreter cannot parse is refused, naming its line."""
+    tmpl = tmp_path / "plain.jinja"
+    tmpl.write_text("{% for m in messages %}Question: {{ m['content'] | trim }}\n{% endfor %}"
+                    "{% if add_generation_prompt %}Answer:{% endif %}\n")
+    chat = gen_json("--chat", "--chat-template", str(tmpl), "-p", "  What is 2+2? ", "-n", "8")
+    plain = gen_json("-p", "Question: What is 2+2?\nAnswer:", "-n", "8")
+    assert chat["n_prompt"] == plain["n_prompt"] and chat["tokens"] == plain["tokens"]
+    bad = tmp_path / "bad.jinja"
+    bad.write_text("line one\n{% include 'other.jinja' %}\n")
+    r = run("generate", "-m", str(model_path(MODEL)), "--chat", "--chat-template", str(bad), "-p", "Hi", check=False)
+    assert r.returncode != 0 and "line 2" in r.stderr and "include" in r.stderr, r.stderr
+
+
 def test_seeded_sampling_is_reproducible():
     a = gen_json("-p", "Once upon a time", "-n", "24", "--temp", "0.9", "--seed", "7", "--ignore-eos")
     b = gen_json("-p", "Once upon a time", "-n", "24", "--temp", "0.9", "--seed", "7", "--ignore-eos")
@@ -205,11 +221,11 @@ def test_models_inspect_packaged_model_matches_llama_cpp():
     assert {"Q4_K", "Q6_K", "F32"} <= set(types)
     assert sum(t["tensors"] for t in types.values()) == r["n_tensors"]
     assert sum(t["bytes"] for t in types.values()) < r["file_bytes"]
-    assert r["chat_template"]["present"] and r["chat_template"]["family"].startswith("chatml")
+    assert r["chat_template"]["present"] and r["chat_template"]["parses"]
     assert r["runnable"] and r["problems"] == []
     text = run("models", "inspect", str(path)).stdout
     for needle in ("architecture  qwen2", "tokenizer     gpt2, pre-tokenizer qwen2, 151936 tokens",
-                   "chat template yes, chatml", "runs          yes"):
+                   "chat template yes (", "runs          yes"):
         assert needle in text, text
 
 
@@ -227,19 +243,19 @@ def test_models_inspect_random_weight_files(tmp_path):
     assert {t["type"] for t in r["tensor_types"]} == {"Q4_K", "Q6_K", "F32"}
     assert not r["chat_template"]["present"]
 
-    phi = tmp_path / "phi3.gguf"
-    write_model(phi, dataclasses.replace(ARCHS["qwen3"], arch="phi3"))
-    r = inspect_json(str(phi))
+    other = tmp_path / "starcoder2.gguf"
+    write_model(other, dataclasses.replace(ARCHS["qwen3"], arch="starcoder2"))
+    r = inspect_json(str(other))
     assert not r["runnable"]
-    assert any("architecture 'phi3' is not supported" in p for p in r["problems"]), r["problems"]
-    text = run("models", "inspect", str(phi)).stdout
-    assert "runs          no" in text and "architecture 'phi3' is not supported" in text
+    assert any("architecture 'starcoder2' is not supported" in p for p in r["problems"]), r["problems"]
+    text = run("models", "inspect", str(other)).stdout
+    assert "runs          no" in text and "architecture 'starcoder2' is not supported" in text
 
-    iq = tmp_path / "iq4_xs.gguf"
-    write_model(iq, ARCHS["qwen3"], "IQ4_XS")
+    iq = tmp_path / "iq3_s.gguf"
+    write_model(iq, ARCHS["qwen3"], "IQ3_S")
     r = inspect_json(str(iq))
-    assert not r["runnable"] and {t["type"] for t in r["tensor_types"]} == {"IQ4_XS", "F32"}
-    assert any("has type IQ4_XS which has no matmul kernel" in p for p in r["problems"]), r["problems"]
+    assert not r["runnable"] and {t["type"] for t in r["tensor_types"]} == {"IQ3_S", "F32"}
+    assert any("has type IQ3_S which has no matmul kernel" in p for p in r["problems"]), r["problems"]
 
     tekken = tmp_path / "tekken.gguf"
     write_model(tekken, dataclasses.replace(ARCHS["qwen3"], pre="tekken"))

@@ -5,22 +5,14 @@ AR with chain, tree and ssd, and bad lists are clear errors."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-from pathlib import Path
 
-from conftest import REPO_ROOT, model_path
+from conftest import model_path, run_specdec
 
-SPECDEC_BIN = Path(os.environ.get("SPECDEC_BIN", REPO_ROOT / "build" / "release" / "specdec"))
 MODEL = "smollm2-135m-instruct-q4_1"
 PROMPT = "def fibonacci(n):\n"
 
 
-def run(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    r = subprocess.run([str(SPECDEC_BIN), *args], capture_output=True, text=True, timeout=600)
-    if check:
-        assert r.returncode == 0, r.stderr
-    return r
+run = run_specdec
 
 
 def gen(model: str, *args: str) -> dict:

@@ -164,6 +164,28 @@ def test_completion_matches_generate(server):
     assert r.usage.completion_tokens == ref["n_generated"]
 
 
+def test_ignore_eos_extension(server):
+    """`ignore_eos` (llama.cpp's and vLLM's extension) generates exactly
+    max_tokens past the end-of-generation token, the text the CLI's
+    --ignore-eos gives; without it the same request stops at the EOS."""
+    prompt, n = "Count from one to one thousand: one, two, three,", 160
+    c = server.client()
+    plain = c.completions.create(model=MODEL, prompt=prompt, max_tokens=n, temperature=0)
+    assert plain.choices[0].finish_reason == "stop" and plain.usage.completion_tokens < n, plain.usage
+    r = c.completions.create(model=MODEL, prompt=prompt, max_tokens=n, temperature=0,
+                             extra_body={"ignore_eos": True})
+    assert r.choices[0].finish_reason == "length" and r.usage.completion_tokens == n, r.usage
+    args = [str(BIN), "generate", "-m", str(model_path(DEFAULT_MODEL)), "-p", prompt, "-n", str(n), "--json",
+            "--threads", "2", "--ctx", str(CTX), "--method", "ar", "--ignore-eos"]
+    ref = json.loads(subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT,
+                                    check=True).stdout.strip().splitlines()[-1])
+    assert r.choices[0].text == ref["text"]
+    assert r.choices[0].text.startswith(plain.choices[0].text)
+    status, body = server.request("POST", "/v1/completions", json.dumps(
+        {"model": MODEL, "prompt": prompt, "max_tokens": 4, "ignore_eos": "yes"}))
+    assert status == 400 and b"ignore_eos" in body, body
+
+
 def stream_chat(client, content: str, max_tokens: int, **kw) -> tuple[str, str | None, object]:
     text, finish, usage = [], None, None
     s = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": content}],
@@ -918,8 +940,11 @@ def test_second_signal_cancels_at_once_and_reports():
     first = threading.Event()
 
     def stream() -> None:
+        # ignore_eos: the stream must outlast the second signal however fast
+        # the machine decodes (the model ends this text after ~110 tokens,
+        # under a second on a quick CI machine).
         body = json.dumps({"model": MODEL, "prompt": "Count from one to one thousand: one, two, three,",
-                           "max_tokens": 480, "temperature": 0, "stream": True})
+                           "max_tokens": 3000, "ignore_eos": True, "temperature": 0, "stream": True})
         conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=60)
         conn.request("POST", "/v1/completions", body=body, headers={"Content-Type": "application/json"})
         r = conn.getresponse()

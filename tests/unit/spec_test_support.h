@@ -80,7 +80,7 @@ inline std::vector<std::vector<int32_t>> run_collecting(sched::SyncScheduler& s,
                                                          sched::SpecStats& st) {
     std::vector<std::vector<int32_t>> out(prompts.size());
     s.run(prompts, std::vector<int>(prompts.size(), n),
-          [&](int i, int32_t t) {
+          [&](int i, int32_t t, sched::TokenSource) {
               out[i].push_back(t);
               return false;
           },

@@ -32,16 +32,16 @@ struct SsdRun {
 inline SsdRun run_ssd_greedy(TinyModel& target, ThreadPool& pool, TinyModel& draft,
                              const std::vector<std::vector<int32_t>>& prompts, const std::vector<int>& max_new,
                              const sched::SsdConfig& cfg,
-                             const sched::OnToken& stop = [](int, int32_t) { return false; }) {
+                             const sched::OnToken& stop = [](int, int32_t, sched::TokenSource) { return false; }) {
     SsdRun r;
     r.out.resize(prompts.size());
     sched::TargetContext tc{target.model.get(), target.cache.get(), &pool, 256};
     sched::DraftContext dc{draft.model.get(), draft.cache.get(), 256};
     sched::SsdScheduler sch(tc, dc, sample::SamplingParams{}, cfg);  // greedy
     sch.run(prompts, max_new,
-            [&](int i, int32_t t) {
+            [&](int i, int32_t t, sched::TokenSource source) {
                 r.out[i].push_back(t);
-                return stop(i, t);
+                return stop(i, t, source);
             },
             r.st);
     return r;

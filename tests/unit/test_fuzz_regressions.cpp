@@ -109,21 +109,23 @@ TEST(FuzzRegression, ShortSpmByteTokenIsCleanError) {
 
 // fuzz_chat_template: gemma's trim decoded and re-encoded the whole content
 // whenever there was whitespace to strip, so invalid UTF-8 inside it became
-// U+FFFD (the content changed, and grew up to 3x). Only the ends may change.
+// U+FFFD (the content changed, and grew up to 3x). Only the ends may change;
+// the interpreter's trim filter (Python's str.strip) keeps this.
 TEST(FuzzRegression, GemmaTrimKeepsInnerBytes) {
     using namespace specdec::io;
-    const ChatTemplate gemma = detect_chat_template("", "gemma3");
+    const ChatTemplate gemma(
+        "{% for m in messages %}{{ '<start_of_turn>' + m['role'] + '\\n' + m['content'] | trim + '<end_of_turn>\\n' }}"
+        "{% endfor %}");
+    auto render = [&](const std::string& content) {
+        ChatRenderInputs in;
+        in.messages = messages_value({{"user", content}});
+        return gemma.render(in);
+    };
     const std::string inner = "a\xFF\xC3(b\xE2\x82 \xC0\x80z";
-    EXPECT_EQ(render_chat(gemma, {{"user", " \t" + inner + "\xE3\x80\x80\n"}}, false),
-              "<start_of_turn>user\n" + inner + "<end_of_turn>\n");
-    // The conversation the fuzzer found (a run of 0xFF bytes in the user turn):
-    // the rendering grew past the size of its input.
-    const std::string user = "Hi t<args-json-objehere a helpfuHow " + std::string(86, '\xFF') +
-                             "can I he  What is 2+2?\n  ";
-    EXPECT_EQ(render_chat(gemma, {{"system", "Y/ouWare a helpful assIstant."}, {"user", user}}, true),
-              "<start_of_turn>user\nY/ouWare a helpful assIstant.\n\n" + user.substr(0, user.size() - 3) +
-                  "<end_of_turn>\n<start_of_turn>model\n");
-    // Unicode whitespace at the ends is still stripped, as Python's str.strip.
-    EXPECT_EQ(render_chat(gemma, {{"user", "\xC2\xA0Hi\xE2\x80\xA8"}}, false), "<start_of_turn>user\nHi<end_of_turn>\n");
-    EXPECT_EQ(render_chat(gemma, {{"user", " \xE3\x80\x80 "}}, false), "<start_of_turn>user\n<end_of_turn>\n");
+    EXPECT_EQ(render(" \t" + inner + "\xE3\x80\x80\n"), "<start_of_turn>user\n" + inner + "<end_of_turn>\n");
+    const std::string user = "Hi t<args-json-objehere " + std::string(86, '\xFF') + "can I he  What is 2+2?\n  ";
+    EXPECT_EQ(render(user), "<start_of_turn>user\n" + user.substr(0, user.size() - 3) + "<end_of_turn>\n");
+    // Unicode whitespace at the ends is stripped, as Python's str.strip.
+    EXPECT_EQ(render("\xC2\xA0Hi\xE2\x80\xA8"), "<start_of_turn>user\nHi<end_of_turn>\n");
+    EXPECT_EQ(render(" \xE3\x80\x80 "), "<start_of_turn>user\n<end_of_turn>\n");
 }

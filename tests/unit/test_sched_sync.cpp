@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
 #include <sstream>
 
 #include "sched/spec_batch.h"
@@ -135,12 +136,12 @@ TEST(SchedSync, StopsExactlyAtMaxNewAndContextEnd) {
     sched::SyncScheduler s({target.model.get(), target.cache.get(), &pool, 256}, prop, params, {});
     std::vector<int32_t> out;
     sched::SpecStats st;
-    s.run({{1, 2, 3}}, {7}, [&](int, int32_t t) { out.push_back(t); return false; }, st);
+    s.run({{1, 2, 3}}, {7}, [&](int, int32_t t, sched::TokenSource) { out.push_back(t); return false; }, st);
     EXPECT_EQ(out.size(), 7u);
     // Context of 24 with a 3-token prompt: like AR, 22 tokens fit (the last
     // emitted token is never fed), then generation ends.
     out.clear();
-    s.run({{1, 2, 3}}, {100}, [&](int, int32_t t) { out.push_back(t); return false; }, st);
+    s.run({{1, 2, 3}}, {100}, [&](int, int32_t t, sched::TokenSource) { out.push_back(t); return false; }, st);
     EXPECT_EQ(out.size(), 22u);
     EXPECT_EQ(out, test::greedy_ar(target, pool, {1, 2, 3}, 22));
 }
@@ -179,7 +180,7 @@ TEST(SchedSpecBatch, AdmitRetireBetweenRoundsMixedMethods) {
     sched::SpecBatch sb({target.model.get(), target.cache.get(), &pool, 256}, spec::ExecMode::Reference);
     std::vector<int> job_of(3, -1);  // slot -> prompt index
     std::vector<std::vector<int32_t>> out(prompts.size());
-    const sched::OnToken on_token = [&](int slot, int32_t t) {
+    const sched::OnToken on_token = [&](int slot, int32_t t, sched::TokenSource) {
         out[job_of[slot]].push_back(t);
         return false;
     };
@@ -244,7 +245,7 @@ TEST(SchedSpecBatch, SeededSamplingIndependentOfNeighbours) {
     auto run = [&](bool neighbours) {
         sched::SpecBatch sb({target.model.get(), target.cache.get(), &pool, 256}, spec::ExecMode::Performance);
         std::vector<int32_t> out;
-        const sched::OnToken on_token = [&](int slot, int32_t t) {
+        const sched::OnToken on_token = [&](int slot, int32_t t, sched::TokenSource) {
             if (slot == 1) out.push_back(t);
             return false;
         };
@@ -262,4 +263,61 @@ TEST(SchedSpecBatch, SeededSamplingIndependentOfNeighbours) {
     const auto alone = run(false);
     EXPECT_EQ(alone.size(), 25u);
     EXPECT_EQ(run(true), alone);
+}
+
+// Each emitted token says where it came from, as the verifier decided: a
+// sequence's first token (from the prefill) and each round's last token (the
+// bonus or corrected token) are the target's, the accepted draft tokens before
+// it are drafts. Trees are capped at the tokens left, so no round is cut and
+// the counts match the round statistics exactly: drafts == accepted, target
+// tokens == sequence-rounds + one per sequence. AR: every token the target's.
+TEST(SchedSync, TokenSourcesFollowTheVerifiersVerdicts) {
+    ThreadPool pool(2);
+    test::GreedyModels gm;
+    const int n = 33;
+    for (test::TinyModel* draft : {&gm.self, &gm.other, static_cast<test::TinyModel*>(nullptr)}) {
+        spec::DraftModelOptions o;
+        o.shape = spec::DraftShape::Chain;
+        o.chain_k = 4;
+        o.target_n_vocab = gm.target.n_vocab();
+        std::unique_ptr<spec::Proposer> prop;
+        if (draft) prop = std::make_unique<spec::DraftModelProposer>(*draft->model, *draft->cache, pool, o);
+        else prop = std::make_unique<spec::NoProposer>();
+        sched::SyncScheduler s({gm.target.model.get(), gm.target.cache.get(), &pool, 256}, *prop,
+                               sample::SamplingParams{}, {});
+        std::vector<std::vector<int32_t>> out(gm.prompts.size());
+        std::vector<std::vector<sched::TokenSource>> src(gm.prompts.size());
+        sched::SpecStats st;
+        s.run(gm.prompts, std::vector<int>(gm.prompts.size(), n),
+              [&](int i, int32_t t, sched::TokenSource from) {
+                  out[i].push_back(t);
+                  src[i].push_back(from);
+                  return false;
+              },
+              st);
+        const char* what = draft == &gm.self ? "self draft" : draft ? "other draft" : "ar";
+        int drafts = 0, targets = 0;
+        for (size_t i = 0; i < gm.prompts.size(); ++i) {
+            EXPECT_EQ(out[i], test::greedy_ar(gm.target, pool, gm.prompts[i], n)) << what;
+            ASSERT_EQ(src[i].size(), (size_t)n) << what;
+            EXPECT_EQ(src[i].front(), sched::TokenSource::Target) << what;
+            EXPECT_EQ(src[i].back(), sched::TokenSource::Target) << what << ": the last round was cut";
+            // At most chain_k drafts in a row, each run ended by the target's token.
+            int run = 0;
+            for (sched::TokenSource f : src[i]) {
+                run = f == sched::TokenSource::Draft ? run + 1 : 0;
+                EXPECT_LE(run, 4) << what;
+            }
+            drafts += (int)std::count(src[i].begin(), src[i].end(), sched::TokenSource::Draft);
+            targets += (int)std::count(src[i].begin(), src[i].end(), sched::TokenSource::Target);
+        }
+        EXPECT_EQ(drafts, st.accepted) << what;
+        EXPECT_EQ(targets, st.seq_rounds + (int)gm.prompts.size()) << what;
+        if (!draft) {
+            EXPECT_EQ(drafts, 0);
+        }
+        if (draft == &gm.self) {
+            EXPECT_GT(drafts, targets) << "the twin draft should be accepted (nearly) always";
+        }
+    }
 }

@@ -86,7 +86,7 @@ void expect_target_distribution(const std::vector<int>& keep, Kind kind, const c
         sched::SyncScheduler sch({&tgt, &tcache, &m.pool, 256}, pr, p, {});
         std::vector<int32_t> out;
         sched::SpecStats st;
-        sch.run({kPrompt}, {6}, [&](int, int32_t t) { out.push_back(t); return false; }, st);
+        sch.run({kPrompt}, {6}, [&](int, int32_t t, sched::TokenSource) { out.push_back(t); return false; }, st);
         counts[out[1] * kV + out[2]]++;
         acc += st.accepted;
         drafted += st.drafted;

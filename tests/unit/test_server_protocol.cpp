@@ -211,6 +211,35 @@ TEST(ServerProtocol, SpecdecExtension) {
     ServerInfo i = info();
     i.available_methods = {"ar", "chain"};
     EXPECT_EQ(parse_request(Endpoint::Chat, "{" + m + ",\"specdec\":{\"method\":\"chain\"}}", i).spec.method, "chain");
+    // Provenance: off unless asked; a boolean.
+    EXPECT_FALSE(chat("{" + m + "}").spec.provenance);
+    EXPECT_TRUE(chat("{" + m + ",\"specdec\":{\"provenance\":true}}").spec.provenance);
+    expect_error(Endpoint::Chat, "{" + m + ",\"specdec\":{\"provenance\":1}}", 400, "specdec.provenance");
+}
+
+TEST(ServerProtocol, ProvenanceExtensionShape) {
+    // Asked for: the chunk gains specdec.provenance and specdec.tokens; the
+    // OpenAI fields are the same as without it.
+    Provenance p;
+    p.spans = {{"Hel", false}, {"lo", true}};
+    p.draft_tokens = 1;
+    p.target_tokens = 1;
+    const json plain = chat_chunk("id", 1, "smol", "Hello", "");
+    json j = plain;
+    add_provenance(j, p);
+    EXPECT_EQ(j["specdec"]["provenance"],
+              json::parse(R"([{"text":"Hel","source":"target"},{"text":"lo","source":"draft"}])"));
+    EXPECT_EQ(j["specdec"]["tokens"], json::parse(R"({"draft":1,"target":1})"));
+    j.erase("specdec");
+    EXPECT_EQ(j, plain);
+    EXPECT_FALSE(plain.contains("specdec"));
+    // /v1/models tells the page which methods it may offer.
+    ServerInfo i = info();
+    i.available_methods = {"ar", "auto", "ngram"};
+    i.default_method = "auto";
+    const json models = models_json(i, 1);
+    EXPECT_EQ(models["data"][0]["specdec"]["methods"], json::parse(R"(["ar","auto","ngram"])"));
+    EXPECT_EQ(models["data"][0]["specdec"]["default_method"], "auto");
 }
 
 TEST(ServerProtocol, ApiKey) {

@@ -204,7 +204,7 @@ TEST(AdaptiveProposer, ArWhenNothingPaysThenRevisitsTheDraft) {
     CountingChain* rec = chain.get();
     spec::AdaptiveOptions o;
     o.draft_max = 4;
-    o.revisit_every = 5;
+    o.explore_share = 0.2;  // probes every couple of idle rounds (a probe costs about 0.2 s here)
     o.learn_costs = false;
     o.draft_acceptance = {0.5, 2.0, 0.9, 16};
     // t(n) = 1 + 0.1 (n - 1): a draft chain pays at p = 0.9 but not at p = 0.
@@ -225,19 +225,56 @@ TEST(AdaptiveProposer, ArWhenNothingPaysThenRevisitsTheDraft) {
     }
     EXPECT_GT(none_rounds, 0);
     EXPECT_GT(p.stats().rounds_none, 0);
-    // After revisit_every idle rounds it is tried again (optimistic belief).
+    // Once its exploration credit covers a probe it is tried again (one token, from the prior).
     const size_t asked_before = rec->asked_nodes.size();
-    for (int r = 0; r < 6; ++r) {
+    for (int r = 0; r < 12; ++r) {
         p.propose(in, out, rng);
         const int drafted = out[0].size() - 1;
         const spec::RoundOutcome oc{0, drafted, drafted};  // now everything is accepted
         p.observe({std::span(&oc, 1), 1 + drafted, 1.0});
     }
     EXPECT_GT(rec->asked_nodes.size(), asked_before);
-    // Once accepted, the longest chain is chosen: max_nodes = draft_max + 1.
+    // Once accepted, the draft is back in use with chains that grow as their
+    // depths prove themselves (a depth never drafted keeps its 0.5 prior, at
+    // which the fourth draft does not quite pay here).
     p.propose(in, out, rng);
-    EXPECT_EQ(rec->asked_nodes.back(), 5);
+    EXPECT_GE(rec->asked_nodes.back(), 4);
     EXPECT_EQ(p.last_plan().shapes[0].kind, spec::ShapeKind::Draft);
+}
+
+// Where no draft can pay and every draft is rejected, auto runs as AR but
+// for its probes, and what those cost stays within the exploration budget:
+// explore_share of the AR time, per drafter (here the draft model only).
+TEST(AdaptiveProposer, ProbesOfAnIdleDrafterStayWithinTheExplorationBudget) {
+    auto chain = std::make_unique<CountingChain>();
+    spec::AdaptiveOptions o;
+    o.draft_max = 4;
+    o.learn_costs = false;
+    o.explore_share = 0.01;
+    o.ar_probe_every = 0;
+    // r(2) = 1.5 and a draft step at 0.3 of a target row: one draft pays
+    // only above 80 % acceptance, so from the 0.5 prior nothing is drafted.
+    spec::AdaptiveProposer p(std::move(chain), linear_curve(1.0, 0.5), linear_curve(0.3, 0.01), o);
+    p.begin(0);
+    const std::vector<int32_t> hist{1, 2, 3, 4, 5};  // no lookup match
+    std::vector<spec::ProposeInput> in{{0, hist, 16}};
+    std::vector<spec::DraftTree> out(1);
+    Rng rng(1);
+    const int rounds = 2000;
+    double extra_s = 0;  // predicted seconds beyond plain AR's, summed over the rounds
+    for (int r = 0; r < rounds; ++r) {
+        p.propose(in, out, rng);
+        const int drafted = out[0].size() - 1;
+        extra_s += p.last_plan().predicted_s - p.last_plan().ar_s;
+        const spec::RoundOutcome oc{0, drafted, 0};
+        p.observe({std::span(&oc, 1), 1 + drafted, 1.0});
+    }
+    const auto& st = p.stats();
+    EXPECT_EQ(st.rounds_draft, st.drafter_probes);  // it drafted only to probe
+    EXPECT_GE(st.drafter_probes, 5);                // and it did probe: 2000 rounds earn 20 s
+    // A probe costs 0.5 (the extra row) + 0.3 (the draft's forward) + its catch-up rows' share.
+    EXPECT_LE(extra_s, o.explore_share * rounds * 1.0 + 1.0);
+    EXPECT_GE(extra_s, 0.5 * o.explore_share * rounds * 1.0);
 }
 
 TEST(AdaptiveProposer, LookupChainsWhenTheHistoryRepeats) {
@@ -286,7 +323,7 @@ std::vector<std::vector<int32_t>> run_auto(test::TinyModel& target, test::TinyMo
     ao.draft_max = 5;
     ao.lookup_max = 6;
     ao.lookup_min_n = 1;
-    ao.revisit_every = 4;
+    ao.explore_share = 0.25;  // frequent probes: the runs below go through them often
     ao.learn_costs = false;  // the synthetic costs stay what the case says
     spec::AdaptiveProposer prop(std::move(chain), tcurve, dcurve, ao);
     sched::TargetContext tc{target.model.get(), target.cache.get(), &pool, 256};
@@ -332,7 +369,11 @@ TEST(AdaptiveProposer, GreedyOutputIsArsUnderEveryCostModel) {
                     for (size_t i = 0; i < bs; ++i) ASSERT_EQ(out[i], ref[i]) << label << " seq " << i;
                     EXPECT_EQ(st.auto_none + st.auto_lookup + st.auto_draft, st.seq_rounds) << label;
                     if (c.tb == 1.0) {
-                        EXPECT_EQ(st.auto_draft + st.auto_lookup, 0) << label;  // pure AR
+                        // AR but for probes of the idle drafters, each costing at
+                        // least a whole row (1.0 s) against an explore_share of 0.25
+                        // of every round's AR time per drafter.
+                        EXPECT_LE(st.auto_draft + st.auto_lookup, 2 * (0.25 * (double)st.seq_rounds + (double)bs))
+                            << label;
                     }
                     if (c.tb < 0.05 && d == &self) {
                         EXPECT_GT(st.mean_accept_len(), 2.0) << label;

@@ -104,7 +104,7 @@ std::vector<int> sample_counts(test::TinyModel& target, test::TinyModel& draft, 
         ao.draft_max = 3;
         ao.lookup_max = 3;
         ao.lookup_min_n = 1;
-        ao.revisit_every = 3;
+        ao.explore_share = 0.3;  // frequent probes of idle drafters
         ao.learn_costs = false;
         auto a = std::make_unique<spec::AdaptiveProposer>(std::move(owner), t, d, ao);
         adaptive = a.get();
@@ -122,7 +122,7 @@ std::vector<int> sample_counts(test::TinyModel& target, test::TinyModel& draft, 
         sched::SyncScheduler sch({tgt.model.get(), tgt.cache.get(), &pool, 256}, pr, p, {});
         std::vector<int32_t> out;
         sched::SpecStats st;
-        sch.run({kPrompt}, {6}, [&](int, int32_t t) { out.push_back(t); return false; }, st);
+        sch.run({kPrompt}, {6}, [&](int, int32_t t, sched::TokenSource) { out.push_back(t); return false; }, st);
         counts[out[1] * kV + out[2]]++;
         acc += st.accepted;
         drafted += st.drafted;

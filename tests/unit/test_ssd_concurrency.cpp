@@ -106,7 +106,7 @@ SsdRun run_ssd(Models& m, test::TinyModel& draft, const std::vector<std::vector<
     return test::run_ssd_greedy(m.target, m.pool, draft, prompts, max_new, cfg, stop);
 }
 
-const sched::OnToken kNever = [](int, int32_t) { return false; };
+const sched::OnToken kNever = [](int, int32_t, sched::TokenSource) { return false; };
 
 std::vector<int32_t> head(const std::vector<int32_t>& v, size_t n) {
     return std::vector<int32_t>(v.begin(), v.begin() + std::min(n, v.size()));
@@ -182,7 +182,7 @@ TEST(SsdConcurrency, CancellationsMidRoundThenARunAgain) {
                                      (interrupt ? " interrupt" : "");
             std::vector<size_t> seen(3, 0);
             const SsdRun c = run_ssd(m, *d, kPrompts, {n, n, n}, cfg,
-                                  [&](int i, int32_t) { return ++seen[i] == cut[i]; }, what + " cancelled");
+                                  [&](int i, int32_t, sched::TokenSource) { return ++seen[i] == cut[i]; }, what + " cancelled");
             for (int i = 0; i < 3; ++i) EXPECT_EQ(c.out[i], head(ref[i], cut[i])) << what << " seq " << i;
             if (d == &m.self && !interrupt) {
                 // Every round verified K + 1 tokens (1 from the prefill, then
@@ -212,7 +212,7 @@ TEST(SsdConcurrency, ExceptionMidRunJoinsTheDraftWorker) {
     cfg.draft_threads = 2;
     for (int at : {1, 2, 7, 20}) {
         int seen = 0;
-        const auto boom = [&](int, int32_t) -> bool {
+        const auto boom = [&](int, int32_t, sched::TokenSource) -> bool {
             if (++seen == at) throw std::runtime_error("callback failed");
             return false;
         };

@@ -24,7 +24,7 @@ using test::SsdRun;
 
 SsdRun run_ssd(Pair& m, test::TinyModel& draft, const std::vector<std::vector<int32_t>>& prompts,
                const std::vector<int>& max_new, const sched::SsdConfig& cfg,
-               const sched::OnToken& stop = [](int, int32_t) { return false; }) {
+               const sched::OnToken& stop = [](int, int32_t, sched::TokenSource) { return false; }) {
     return test::run_ssd_greedy(m.target, m.pool, draft, prompts, max_new, cfg, stop);
 }
 
@@ -106,12 +106,12 @@ TEST(SsdGreedy, StopsMidRoundAndPerSequenceLimits) {
     // A stop signalled by the callback (EOS, stop string, cancellation) ends
     // that sequence after the token; the others run on unharmed.
     std::vector<int> seen(3, 0);
-    const SsdRun s = run_ssd(m, m.other, kPrompts, {n, n, n}, cfg, [&](int i, int32_t) { return i == 1 && ++seen[i] == 6; });
+    const SsdRun s = run_ssd(m, m.other, kPrompts, {n, n, n}, cfg, [&](int i, int32_t, sched::TokenSource) { return i == 1 && ++seen[i] == 6; });
     EXPECT_EQ(s.out[0], ref[0]);
     EXPECT_EQ(s.out[1], std::vector<int32_t>(ref[1].begin(), ref[1].begin() + 6));
     EXPECT_EQ(s.out[2], ref[2]);
     // Every sequence cancelled at once.
-    const SsdRun c = run_ssd(m, m.self, kPrompts, {n, n, n}, cfg, [](int, int32_t) { return true; });
+    const SsdRun c = run_ssd(m, m.self, kPrompts, {n, n, n}, cfg, [](int, int32_t, sched::TokenSource) { return true; });
     for (int i = 0; i < 3; ++i) EXPECT_EQ(c.out[i].size(), 1u);
 }
 
@@ -152,7 +152,7 @@ TEST(SsdGreedy, DraftCacheSmallerThanTargetIsRejected) {
     sched::DraftContext dc{draft.model.get(), draft.cache.get(), 256};
     sched::SsdScheduler sch(tc, dc, {}, {});
     sched::SsdStats st;
-    EXPECT_THROW(sch.run({{1, 2}}, {4}, [](int, int32_t) { return false; }, st), Error);
+    EXPECT_THROW(sch.run({{1, 2}}, {4}, [](int, int32_t, sched::TokenSource) { return false; }, st), Error);
 }
 
 }  // namespace

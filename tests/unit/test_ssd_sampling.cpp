@@ -77,7 +77,7 @@ Counts sample_ssd(Models& m, const sched::SsdConfig& cfg, int n, bool draft_only
             sched::DraftContext dc{m.draft.model.get(), m.draft.cache.get(), 256};
             sched::SsdScheduler sch(tc, dc, p, cfg);
             sched::SsdStats st;
-            sch.run({kPrompt}, {kFirst + 2}, [&](int, int32_t t) { out.push_back(t); return false; }, st);
+            sch.run({kPrompt}, {kFirst + 2}, [&](int, int32_t t, sched::TokenSource) { out.push_back(t); return false; }, st);
             c.hits += st.draft.hits;
             c.lookups += st.draft.lookups;
         }

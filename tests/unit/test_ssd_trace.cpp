@@ -41,7 +41,7 @@ Traced run_traced(test::TinyModel& target, test::TinyModel& draft, ThreadPool& p
         sched::SsdScheduler sch(tc, dc, {}, cfg, spec::ExecMode::Performance, &w);
         const std::vector<std::vector<int32_t>> prompts(kPrompts.begin(), kPrompts.begin() + max_new.size());
         sch.run(prompts, max_new,
-                [&](int i, int32_t tok) {
+                [&](int i, int32_t tok, sched::TokenSource) {
                     t.out[i].push_back(tok);
                     return false;
                 },
