@@ -29,7 +29,9 @@ APT_PACKAGES=(build-essential cmake ninja-build git libgtest-dev libgmock-dev li
 
 # Testing also fuzzes (scripts/fuzz.sh): libFuzzer comes with clang. The chat
 # page (`specdec serve`'s GET /) is tested in a real browser: headless chromium.
-[ "$mode" = test ] && APT_PACKAGES+=(clang libclang-rt-14-dev chromium)
+# ccache: the test command's builds (release, then the Python wheel's engine
+# objects) share compiles through it.
+[ "$mode" = test ] && APT_PACKAGES+=(clang libclang-rt-14-dev chromium ccache)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -60,23 +62,23 @@ if [ ! -x .venv/bin/python ] || [ "$(cat "$py_stamp" 2>/dev/null)" != "$py_versi
   "$BASE_PY" -m venv .venv
   echo "$py_version" > "$py_stamp"
 fi
-# llama-cpp-python's ggml is built for this CPU (-march=native), but without
-# its AMX matmul: on a Xeon with AMX-INT8 (an "Intel Xeon Processor" VM with
-# avx512_fp16 and amx_int8, 2026-12-02) ggml_backend_amx_mul_mat of 0.3.36
-# segfaulted on the first decode of every packaged model, although AMX itself
-# works there (a tile dot-product probe ran). The explicit -mno-amx-* flags win
-# over -march=native in GCC whatever their order. The tests' parity with ggml
-# is with its vec_dot kernels anyway, which this leaves as they are.
-llama_cmake_args='-DCMAKE_C_FLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" -DCMAKE_CXX_FLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"'
+# llama-cpp-python goes in as Python code only (LLAMA_BUILD=OFF, LLAVA_BUILD=OFF:
+# pip compiles nothing); tools/build_llamacpp.sh then compiles llama.cpp once,
+# from the same sdist, for its libraries (copied into llama_cpp/lib, where
+# llama-cpp-python loads them), its speculative example and its test data.
+# That build leaves out ggml's AMX matmul: tools/build_llamacpp.sh says why.
+llama_cmake_args='-DLLAMA_BUILD=OFF -DLLAVA_BUILD=OFF'
 if [ "$mode" = test ]; then
   want=$( (cat tools/requirements.txt; echo "$py_version"; echo "$llama_cmake_args") | sha256sum | cut -d' ' -f1)
   if [ "$(cat "$req_stamp" 2>/dev/null)" != "$want" ]; then
-    echo "[setup] installing tools/requirements.txt into .venv (llama-cpp-python builds from source: several minutes)" >&2
+    echo "[setup] installing tools/requirements.txt into .venv" >&2
     .venv/bin/pip install -q --upgrade pip >/dev/null
     # Uninstalled first and built without pip's wheel cache: a wheel built
     # before with other CMake flags must not be reused.
     .venv/bin/pip uninstall -q -y llama-cpp-python >/dev/null 2>&1 || true
-    CMAKE_ARGS="$llama_cmake_args" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) .venv/bin/pip install -q --no-cache-dir -r tools/requirements.txt
+    CMAKE_ARGS="$llama_cmake_args" .venv/bin/pip install -q --no-cache-dir -r tools/requirements.txt
     echo "$want" > "$req_stamp"
   fi
+  # A no-op past the copy check once built (its own stamp).
+  tools/build_llamacpp.sh >/dev/null
 fi

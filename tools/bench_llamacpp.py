@@ -33,7 +33,7 @@ prompt mode resumable: each finished record is appended to FILE at once, and
 records already there are reused instead of run again.  Prompt-lookup speculation is
 llama_cpp.llama_speculative.LlamaPromptLookupDecoding passed as draft_model.
 Draft-model and n-gram speculation are llama.cpp's own example
-llama-speculative-simple ("spec_bin", built by tools/build_llamacpp_spec.sh
+llama-speculative-simple ("spec_bin", built by tools/build_llamacpp.sh
 from the same vendored llama.cpp) with one `--spec-type` each, run once per
 turn by tools/llamacpp_spec_example.py; its figures are the ones it prints
 (prefill includes the draft's prompt).  Turns it cannot
@@ -172,7 +172,7 @@ def spec_unavailable(inp: dict) -> str | None:
     b = inp.get("spec_bin") or ""
     if not (os.path.isfile(b) and os.access(b, os.X_OK)):
         return (f"llama.cpp's speculative example is not built ({b or 'no spec_bin given'}): "
-                "run tools/build_llamacpp_spec.sh, then rerun with --resume")
+                "run tools/build_llamacpp.sh, then rerun with --resume")
     return None
 
 

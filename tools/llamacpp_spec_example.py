@@ -1,5 +1,5 @@
 """llama.cpp's own speculative decoding (the llama-speculative-simple example,
-built by tools/build_llamacpp_spec.sh from the llama.cpp that llama-cpp-python
+built by tools/build_llamacpp.sh from the llama.cpp that llama-cpp-python
 vendors) on one turn, for the `llamacpp-draft` and `llamacpp-ngram-*`
 baselines of `specdec bench --llamacpp` (tools/bench_llamacpp.py).
 

@@ -730,7 +730,7 @@ void run_llamacpp(BenchResult& r, const std::string& root) {
         in["pld_num_pred_tokens"] = o.draft_k.front();
         in["pld_max_ngram_size"] = o.ngram_max;
         // llama.cpp's own speculative types, by its own example, built by
-        // tools/build_llamacpp_spec.sh (SPECDEC_LLAMACPP_SPEC_BIN names
+        // tools/build_llamacpp.sh (SPECDEC_LLAMACPP_SPEC_BIN names
         // another build). draft-simple uses the same draft GGUF and K as
         // chain, so it runs only with a draft model (llama.cpp has no
         // layer-skipping draft: not with --draft-layers).
@@ -745,7 +745,7 @@ void run_llamacpp(BenchResult& r, const std::string& root) {
         }
         in["spec_methods"] = spec_methods;
         const char* bin = std::getenv("SPECDEC_LLAMACPP_SPEC_BIN");
-        in["spec_bin"] = bin && *bin ? std::string(bin) : root + "/build/llamacpp-spec/bin/llama-speculative-simple";
+        in["spec_bin"] = bin && *bin ? std::string(bin) : root + "/build/llamacpp/cmake/bin/llama-speculative-simple";
     }
     in["threads"] = threads;
     in["n_ctx"] = o.n_ctx;

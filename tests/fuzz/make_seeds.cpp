@@ -272,7 +272,7 @@ int main(int argc, char** argv) {
         return 2;
     }
     g_out = argv[1];
-    const fs::path templates = argc > 2 ? argv[2] : "build/llamacpp-spec/src/vendor/llama.cpp/models/templates";
+    const fs::path templates = argc > 2 ? argv[2] : "build/llamacpp/src/vendor/llama.cpp/models/templates";
     const fs::path models = argc > 3 ? argv[3] : "models";
 
     request_seeds();

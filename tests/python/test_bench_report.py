@@ -419,9 +419,9 @@ def test_self_speculation_draft_layers(prompts_file, tmp_path):
 
 @pytest.fixture(scope="module")
 def llamacpp_spec_bin():
-    """llama.cpp's speculative example, built by tools/build_llamacpp_spec.sh
+    """llama.cpp's speculative example, built by tools/build_llamacpp.sh
     (a no-op once built; scripts/test.sh builds it before the tests)."""
-    p = subprocess.run([str(REPO_ROOT / "tools" / "build_llamacpp_spec.sh")], capture_output=True, text=True,
+    p = subprocess.run([str(REPO_ROOT / "tools" / "build_llamacpp.sh")], capture_output=True, text=True,
                        timeout=7200)
     assert p.returncode == 0, p.stderr[-3000:]
     path = Path(p.stdout.strip().splitlines()[-1])
@@ -545,7 +545,7 @@ def test_llamacpp_draft_not_built_is_reported(prompts_file, tmp_path):
     assert p.returncode == 0, p.stderr
     data = load_report(out)
     assert set(data["unavailable"]) == {"llamacpp-draft"} | {"llamacpp-" + t for t in NGRAM_TYPES}
-    assert all("build_llamacpp_spec.sh" in why for why in data["unavailable"].values())
+    assert all("build_llamacpp.sh" in why for why in data["unavailable"].values())
     assert {r["method"] for r in data["records"]} == {"ar", "llamacpp-ar", "llamacpp-pld"}
     assert "llamacpp-draft" in (out / "bench.md").read_text()  # under "Not measured"
 

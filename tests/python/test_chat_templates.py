@@ -2,7 +2,7 @@
 
 Every template llama.cpp keeps for its own chat tests
 (vendor/llama.cpp/models/templates/*.jinja in the llama-cpp-python sdist that
-tools/build_llamacpp_spec.sh downloads and extracts; scripts/test.sh runs it
+tools/build_llamacpp.sh downloads and extracts; scripts/test.sh runs it
 before the Python tests, and a missing directory fails with that command) is
 rendered on a set of conversations by specdec (`specdec dev render-template`,
 one process for all cases) and by jinja2 set up as Hugging Face's
@@ -14,7 +14,7 @@ where jinja2 raises must raise in specdec too. The summary line says how many
 templates x conversations are identical; every failure is listed.
 
 Env: SPECDEC_BIN (default build/release/specdec), SPECDEC_LLAMACPP_MODELS_DIR
-(default build/llamacpp-spec/src/vendor/llama.cpp/models).
+(default build/llamacpp/src/vendor/llama.cpp/models).
 """
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ from conftest import REPO_ROOT
 
 BIN = Path(os.environ.get("SPECDEC_BIN", REPO_ROOT / "build" / "release" / "specdec"))
 MODELS_DIR = Path(os.environ.get("SPECDEC_LLAMACPP_MODELS_DIR",
-                                 REPO_ROOT / "build" / "llamacpp-spec" / "src" / "vendor" / "llama.cpp" / "models"))
-PROVIDER = "tools/build_llamacpp_spec.sh"
+                                 REPO_ROOT / "build" / "llamacpp" / "src" / "vendor" / "llama.cpp" / "models"))
+PROVIDER = "tools/build_llamacpp.sh"
 NOW = 1764680000  # strftime_now's clock, the same on both sides
 BOS, EOS = "<s>", "</s>"
 

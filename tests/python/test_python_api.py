@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -48,6 +49,12 @@ def venv(tmp_path_factory) -> Path:
     if _has_build_deps():  # offline-friendly: no isolated env to download
         cmd.append("--no-build-isolation")
     env = dict(os.environ, CMAKE_BUILD_PARALLEL_LEVEL=os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", "2"))
+    if shutil.which("ccache"):
+        # As scripts/build.sh does: the engine's objects then come from the
+        # release build's cache (same flags, paths relative to the checkout).
+        env.setdefault("CMAKE_CXX_COMPILER_LAUNCHER", "ccache")
+        env.setdefault("CMAKE_C_COMPILER_LAUNCHER", "ccache")
+        env.setdefault("CCACHE_BASEDIR", str(REPO_ROOT))
     t0 = time.monotonic()
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]

@@ -8,7 +8,7 @@ made with the Hugging Face tokenizer, and llama.cpp's CI passes every file).
 Each vocabulary here is loaded by specdec (`specdec dev tokenize-dump`) and
 must give exactly those ids for every case.
 
-The files come with the llama-cpp-python sdist that tools/build_llamacpp_spec.sh
+The files come with the llama-cpp-python sdist that tools/build_llamacpp.sh
 downloads and extracts (scripts/test.sh runs it before the Python tests); a
 missing directory fails the tests with that command, it never skips them.
 
@@ -16,7 +16,7 @@ Vocabularies specdec cannot load yet are strict xfails: CI stays green, and
 the day one passes the xfail fails, so that the mark gets removed.
 
 Env: SPECDEC_BIN (default build/release/specdec), SPECDEC_LLAMACPP_MODELS_DIR
-(default build/llamacpp-spec/src/vendor/llama.cpp/models).
+(default build/llamacpp/src/vendor/llama.cpp/models).
 """
 from __future__ import annotations
 
@@ -32,8 +32,8 @@ from conftest import REPO_ROOT
 
 BIN = Path(os.environ.get("SPECDEC_BIN", REPO_ROOT / "build" / "release" / "specdec"))
 VOCAB_DIR = Path(os.environ.get("SPECDEC_LLAMACPP_MODELS_DIR",
-                                REPO_ROOT / "build" / "llamacpp-spec" / "src" / "vendor" / "llama.cpp" / "models"))
-PROVIDER = "tools/build_llamacpp_spec.sh"
+                                REPO_ROOT / "build" / "llamacpp" / "src" / "vendor" / "llama.cpp" / "models"))
+PROVIDER = "tools/build_llamacpp.sh"
 
 # test-tokenizer-0.cpp's case separator in the .inp files.
 SEPARATOR = b"\n__ggml_vocab_test__\n"

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <utility>
 #include <vector>
 
@@ -53,6 +54,17 @@ inline std::vector<double> exact_pair_joint(model::Transformer& m, ThreadPool& p
     };
     walk(walk, 0, 1.0, 0);
     return joint;
+}
+
+// The number of draws a chi-square test takes: `full`, or full / D (at least
+// 1000) under SPECDEC_TEST_DRAWS_DIVISOR=D. scripts/test.sh sets D for the
+// sanitizer step, where the same draws cost ~10x: the release step keeps the
+// full power. The false-alarm rate stays 1e-4 (cells expected below 5 are
+// pooled), only the power to see a small bias drops.
+inline int sampling_draws(int full) {
+    const char* env = std::getenv("SPECDEC_TEST_DRAWS_DIVISOR");
+    const int d = env ? std::atoi(env) : 1;
+    return d > 1 ? std::max(1000, full / d) : full;
 }
 
 // Pearson chi-square of `counts` (n draws) against `probs`; cells expected

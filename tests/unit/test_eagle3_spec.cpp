@@ -312,7 +312,7 @@ void expect_eagle3_lossless(bool tree) {
     eo.tree_budget = 8;
     spec::Eagle3Proposer prop(fwd, hcache, pool, eo);
     const auto exact = test::exact_pair_joint(*target.model, pool, prompt, 1, kV, params);
-    const int n = 10000;
+    const int n = test::sampling_draws(10000);
     std::vector<int> counts(kV * kV, 0);
     long accepted = 0, drafted = 0;
     sched::SchedulerOptions so;

@@ -77,7 +77,7 @@ void expect_target_distribution(const std::vector<int>& keep, Kind kind, const c
     model::Transformer& tgt = control ? *m.draft : *m.target;
     kv::KvCache& tcache = control ? *m.dcache : *m.tcache;
     spec::Proposer& pr = control ? (spec::Proposer&)none : (spec::Proposer&)prop;
-    const int n = 20000;
+    const int n = test::sampling_draws(20000);
     std::vector<int> counts(kV * kV, 0);
     long acc = 0, drafted = 0, rounds = 0;
     for (int s = 0; s < n; ++s) {

@@ -166,7 +166,7 @@ struct Models {
 void expect_target_distribution(Kind kind, const char* name) {
     Models m;
     const auto exact = exact_joint(m.target, m.pool);
-    const int n = 20000;
+    const int n = test::sampling_draws(20000);
     const auto counts = sample_counts(m.target, m.draft, m.pool, kind, n);
     const auto [stat, crit] = chi_square(counts, exact, n);
     std::printf("[ %s ] chi-square %.1f, critical (1e-4) %.1f\n", name, stat, crit);
@@ -196,7 +196,7 @@ TEST(SpecSampling, AutoMixingDraftLookupAndArRoundsIsLossless) { expect_target_d
 TEST(SpecSampling, NegativeControlDraftDistributionIsRejected) {
     Models m;
     const auto exact = exact_joint(m.target, m.pool);
-    const int n = 20000;
+    const int n = test::sampling_draws(20000);
     const auto counts = sample_counts(m.target, m.draft, m.pool, Kind::DraftOnly, n);
     const auto [stat, crit] = chi_square(counts, exact, n);
     std::printf("[ draft-only control ] chi-square %.1f, critical (1e-4) %.1f\n", stat, crit);

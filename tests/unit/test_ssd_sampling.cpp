@@ -96,7 +96,7 @@ const std::vector<double>& exact() {
 
 void expect_lossless(const sched::SsdConfig& cfg, const char* name, bool expect_hits, int draft_seqs = 1) {
     Models m(draft_seqs);
-    const int n = 12000;
+    const int n = test::sampling_draws(12000);
     const Counts c = sample_ssd(m, cfg, n, false);
     const auto [stat, crit] = chi_square(c.counts, exact(), n);
     std::printf("[ %s ] chi-square %.1f, critical (1e-4) %.1f, cache hits %ld / %ld\n", name, stat, crit, c.hits,
@@ -164,7 +164,7 @@ TEST(SsdSampling, ForcedMissesAreLossless) {
 
 TEST(SsdSampling, NegativeControlDraftDistributionIsRejected) {
     Models m;
-    const int n = 12000;
+    const int n = test::sampling_draws(12000);
     const Counts c = sample_ssd(m, base(), n, true);
     const auto [stat, crit] = chi_square(c.counts, exact(), n);
     std::printf("[ draft-only control ] chi-square %.1f, critical (1e-4) %.1f\n", stat, crit);
