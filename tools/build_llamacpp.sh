@@ -62,8 +62,20 @@ copy_libs() {
   [ -n "$pkg" ] || { echo "build_llamacpp: llama-cpp-python is not installed in .venv (scripts/setup.sh test installs it)" >&2; exit 1; }
   mkdir -p "$pkg/lib"
   # With their version links (libllama.so -> libllama.so.0 -> ...): a
-  # library names its dependencies by soname.
-  cp -a "$OUT"/cmake/bin/lib*.so* "$pkg/lib/"
+  # library names its dependencies by soname. Only what differs is replaced,
+  # and by rename, never written in place: a process that has the libraries
+  # loaded (a pytest run whose bench test calls this script) would otherwise
+  # see its mapped code change under it (it crashed in an unrelocated PLT
+  # entry of libllama).
+  local f name
+  for f in "$OUT"/cmake/bin/lib*.so*; do
+    name=$(basename "$f")
+    if [ -L "$f" ]; then
+      [ "$(readlink "$pkg/lib/$name" 2>/dev/null)" = "$(readlink "$f")" ] || ln -sfn "$(readlink "$f")" "$pkg/lib/$name"
+    elif ! cmp -s "$f" "$pkg/lib/$name"; then
+      cp "$f" "$pkg/lib/$name.tmp.$$" && mv -f "$pkg/lib/$name.tmp.$$" "$pkg/lib/$name"
+    fi
+  done
 }
 
 if [ -x "$BIN" ] && [ "$(cat "$STAMP" 2>/dev/null)" = "$STAMP_WANT" ]; then
