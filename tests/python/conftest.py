@@ -31,6 +31,22 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # The binary under test (SPECDEC_BIN, as scripts/test.sh sets it; else the release build).
 SPECDEC_BIN = Path(os.environ.get("SPECDEC_BIN", REPO_ROOT / "build" / "release" / "specdec"))
 
+# llama.cpp's own test data (vocab test files, chat templates): the models/
+# folder of the pinned llama-cpp-python sdist's llama.cpp, which
+# tools/build_llamacpp.sh extracts (scripts/setup.sh test runs it).
+LLAMACPP_MODELS_DIR = Path(os.environ.get("SPECDEC_LLAMACPP_MODELS_DIR",
+                                          REPO_ROOT / "build" / "llamacpp" / "src" / "vendor" / "llama.cpp" / "models"))
+
+
+def llamacpp_test_data(sub: str = "") -> Path:
+    """A folder of llama.cpp's test data; a missing one fails the test with the
+    command that makes it (never a skip)."""
+    d = LLAMACPP_MODELS_DIR / sub if sub else LLAMACPP_MODELS_DIR
+    if not d.is_dir():
+        pytest.fail(f"llama.cpp's test data is missing ({d}); it comes with the llama-cpp-python sdist, "
+                    "extracted by tools/build_llamacpp.sh", pytrace=False)
+    return d
+
 
 def run_specdec(*args: str, check: bool = True, timeout: float = 600) -> "subprocess.CompletedProcess":
     """Runs the specdec binary; with check, a non-zero exit fails the test with its stderr."""

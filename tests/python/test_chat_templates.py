@@ -2,7 +2,7 @@
 
 Every template llama.cpp keeps for its own chat tests
 (vendor/llama.cpp/models/templates/*.jinja in the llama-cpp-python sdist that
-tools/build_llamacpp.sh downloads and extracts; scripts/test.sh runs it
+tools/build_llamacpp.sh downloads and extracts; scripts/setup.sh test runs it
 before the Python tests, and a missing directory fails with that command) is
 rendered on a set of conversations by specdec (`specdec dev render-template`,
 one process for all cases) and by jinja2 set up as Hugging Face's
@@ -30,12 +30,9 @@ import pytest
 from jinja2.ext import Extension, loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from conftest import REPO_ROOT
+from conftest import SPECDEC_BIN, llamacpp_test_data
 
-BIN = Path(os.environ.get("SPECDEC_BIN", REPO_ROOT / "build" / "release" / "specdec"))
-MODELS_DIR = Path(os.environ.get("SPECDEC_LLAMACPP_MODELS_DIR",
-                                 REPO_ROOT / "build" / "llamacpp" / "src" / "vendor" / "llama.cpp" / "models"))
-PROVIDER = "tools/build_llamacpp.sh"
+BIN = SPECDEC_BIN
 NOW = 1764680000  # strftime_now's clock, the same on both sides
 BOS, EOS = "<s>", "</s>"
 
@@ -126,11 +123,7 @@ def reference(env, source, case):
 
 
 def templates_dir() -> Path:
-    d = MODELS_DIR / "templates"
-    if not d.is_dir():
-        pytest.fail(f"llama.cpp's chat templates are missing ({d}); they come with the llama-cpp-python sdist, "
-                    f"extracted by: {PROVIDER}", pytrace=False)
-    return d
+    return llamacpp_test_data("templates")
 
 
 def run_specdec(templates, cases):

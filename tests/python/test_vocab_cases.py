@@ -9,7 +9,7 @@ Each vocabulary here is loaded by specdec (`specdec dev tokenize-dump`) and
 must give exactly those ids for every case.
 
 The files come with the llama-cpp-python sdist that tools/build_llamacpp.sh
-downloads and extracts (scripts/test.sh runs it before the Python tests); a
+downloads and extracts (scripts/setup.sh test runs it); a
 missing directory fails the tests with that command, it never skips them.
 
 Vocabularies specdec cannot load yet are strict xfails: CI stays green, and
@@ -28,12 +28,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT
+from conftest import LLAMACPP_MODELS_DIR, SPECDEC_BIN, llamacpp_test_data
 
-BIN = Path(os.environ.get("SPECDEC_BIN", REPO_ROOT / "build" / "release" / "specdec"))
-VOCAB_DIR = Path(os.environ.get("SPECDEC_LLAMACPP_MODELS_DIR",
-                                REPO_ROOT / "build" / "llamacpp" / "src" / "vendor" / "llama.cpp" / "models"))
-PROVIDER = "tools/build_llamacpp.sh"
+BIN = SPECDEC_BIN
+VOCAB_DIR = LLAMACPP_MODELS_DIR
 
 # test-tokenizer-0.cpp's case separator in the .inp files.
 SEPARATOR = b"\n__ggml_vocab_test__\n"
@@ -51,10 +49,7 @@ NOT_SUPPORTED: dict[str, str] = {}
 
 
 def vocab_dir() -> Path:
-    if not VOCAB_DIR.is_dir():
-        pytest.fail(f"llama.cpp's vocab test files are missing ({VOCAB_DIR}); they come with the "
-                    f"llama-cpp-python sdist, extracted by: {PROVIDER}", pytrace=False)
-    return VOCAB_DIR
+    return llamacpp_test_data()
 
 
 def engine_bin() -> Path:
