@@ -14,9 +14,6 @@ shift || true
 # -O2 and 33 s at -O1 under ASan+UBSan (TSan 14.2 -> 11.5 s); the two
 # sanitizer builds were the largest part of the test command's time, and
 # their tests run on tiny synthetic models where the level matters little.
-# UBSan leaves out `vptr` (its type checks of every member call through a
-# polymorphic pointer cost ~10 % of the compile; the engine downcasts nowhere
-# but through dynamic_cast).
 san_debug=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG")
 # ccache, when installed (scripts/setup.sh test installs it), with paths
 # relative to the checkout so that the Python wheel's build (build/python)

@@ -54,8 +54,8 @@ STAMP="$OUT/.stamp"
 STAMP_WANT="$VERSION $SHA no-amx shared"
 BIN="$OUT/cmake/bin/$TARGET"
 
-# llama-cpp-python's own folder for its libraries (it loads lib/libllama.so
-# next to its Python files); empty when llama-cpp-python is not installed yet.
+# Copies LIBS (with their version links) into llama-cpp-python's own folder
+# for its libraries: it loads lib/libllama.so next to its Python files.
 copy_libs() {
   local pkg
   pkg=$("$PY" -c 'import importlib.util, pathlib; s = importlib.util.find_spec("llama_cpp"); print(pathlib.Path(s.origin).parent if s else "")')
@@ -67,14 +67,16 @@ copy_libs() {
   # loaded (a pytest run whose bench test calls this script) would otherwise
   # see its mapped code change under it (it crashed in an unrelocated PLT
   # entry of libllama).
-  local f name
-  for f in "$OUT"/cmake/bin/lib*.so*; do
-    name=$(basename "$f")
-    if [ -L "$f" ]; then
-      [ "$(readlink "$pkg/lib/$name" 2>/dev/null)" = "$(readlink "$f")" ] || ln -sfn "$(readlink "$f")" "$pkg/lib/$name"
-    elif ! cmp -s "$f" "$pkg/lib/$name"; then
-      cp "$f" "$pkg/lib/$name.tmp.$$" && mv -f "$pkg/lib/$name.tmp.$$" "$pkg/lib/$name"
-    fi
+  local lib f name
+  for lib in "${LIBS[@]}"; do
+    for f in "$OUT/cmake/bin/$lib"*; do
+      name=$(basename "$f")
+      if [ -L "$f" ]; then
+        [ "$(readlink "$pkg/lib/$name" 2>/dev/null)" = "$(readlink "$f")" ] || ln -sfn "$(readlink "$f")" "$pkg/lib/$name"
+      elif ! cmp -s "$f" "$pkg/lib/$name"; then
+        cp "$f" "$pkg/lib/$name.tmp.$$" && mv -f "$pkg/lib/$name.tmp.$$" "$pkg/lib/$name"
+      fi
+    done
   done
 }
 
