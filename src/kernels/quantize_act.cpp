@@ -185,10 +185,11 @@ ActExtrasLayout act_extras_layout(TensorType w, int64_t n) {
     l.d_offset = align32(l.end);
     l.e_offset = align32(l.d_offset + nb * sizeof(float));
     const TensorType dt = dot_type_for(w);
-    if (dt == TensorType::Q8_K) {  // per 256-block: -d (float), then 16 int16
+    if (dt == TensorType::Q8_K) {  // per 256-block: -d (float), 16 int16; then the paired quants
         const size_t nbk = (size_t)(n / QK_K);
         l.e_offset = align32(l.d_offset + nbk * sizeof(float));
-        l.end = l.e_offset + nbk * 16 * sizeof(int16_t);
+        l.p_offset = align32(l.e_offset + nbk * 16 * sizeof(int16_t));
+        l.end = l.p_offset + (size_t)n;
         return l;
     }
     const bool q8_1 = dt == TensorType::Q8_1;
@@ -214,6 +215,25 @@ void add_act_row_extras(TensorType w, void* row, int64_t n) {
                 const auto s = (int16_t)(y[b].bsums[2 * j] + y[b].bsums[2 * j + 1]);
                 e[16 * b + j] = s;
                 e[16 * b + 8 + j] = s;
+            }
+        }
+        // Paired quants: per 64 elements (chunks A = the first 32, B = the
+        // next 32), 32 bytes U whose int32 lane k holds A[4k], A[4k+1], B[4k],
+        // B[4k+1], then 32 bytes V with A[4k+2], A[4k+3], B[4k+2], B[4k+3]
+        // (as int16 words: U[2k] = A's word 2k, U[2k+1] = B's word 2k, V the
+        // odd words).
+        auto* p = reinterpret_cast<uint16_t*>(base + l.p_offset);
+        for (int64_t b = 0; b < n / QK_K; ++b) {
+            for (int c = 0; c < QK_K / 64; ++c, p += 32) {
+                uint16_t wa[16], wb[16];
+                std::memcpy(wa, y[b].qs + 64 * c, 32);
+                std::memcpy(wb, y[b].qs + 64 * c + 32, 32);
+                for (int k = 0; k < 8; ++k) {
+                    p[2 * k] = wa[2 * k];
+                    p[2 * k + 1] = wb[2 * k];
+                    p[16 + 2 * k] = wa[2 * k + 1];
+                    p[16 + 2 * k + 1] = wb[2 * k + 1];
+                }
             }
         }
         return;

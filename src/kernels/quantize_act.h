@@ -51,10 +51,17 @@ void quantize_act_row_fast(TensorType w, const float* x, void* dst, int64_t n);
 //   K-quants (Q8_K): float d[n/256]   -d of each block (the min terms' factor)
 //            int16 e[n/256][16]  the 8 pair sums bsums[2j] + bsums[2j+1]
 //            (the K4 min lanes' operand), twice: one copy per 128-bit lane
+//            int8 p[n]  the quants again, paired for the AVX2 K-quant tiles:
+//            per 64 elements (A = first 32, B = next 32), 32 bytes whose
+//            int32 lane k holds A[4k], A[4k+1], B[4k], B[4k+1], then 32 bytes
+//            with A[4k+2], A[4k+3], B[4k+2], B[4k+3]. One maddubs per half and
+//            an int16 add then give each lane A's and B's 4-element sums side
+//            by side, so one pmaddwd applies both sub-block scales.
 // act_row_bytes_ext covers blocks and extras; for other types it equals act_row_bytes.
 struct ActExtrasLayout {
     size_t d_offset = 0;  // bytes from the row start to d
     size_t e_offset = 0;  // bytes from the row start to e (32-byte aligned)
+    size_t p_offset = 0;  // Q8_K: bytes from the row start to p (32-byte aligned)
     size_t end = 0;       // act_row_bytes_ext
 };
 ActExtrasLayout act_extras_layout(TensorType w, int64_t n);

@@ -474,6 +474,176 @@ void dot_q6_K(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride,
     for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
 }
 
+// ---- paired K-quant kernels (Q4_K, Q5_K, Q6_K, two or more rows) -------------
+//
+// The kernels above spend two int16 multiplies (maddubs, then pmaddwd with the
+// sub-block scale) on every 32 weights and activation row, and one multiply
+// pipe (Zen 2: 1 per cycle) is what bounds them from a few rows on. Here the
+// weights of two neighbouring 32-element chunks A and B (each with its own
+// scale) are interleaved per int32 lane k: U holds A[4k], A[4k+1], B[4k],
+// B[4k+1] and V the other two of each. The activation row carries the same
+// interleave (the paired quants p of quantize_act.h, made once per row), so
+// maddubs(U) + maddubs(V) (an int16 add, |sum| <= 4*63*127) leaves A's and B's
+// 4-element sums side by side, and one pmaddwd with (scale A, scale B) adds
+// both into lane k: 3 multiplies per 64 weights instead of 4. Lane k gets the
+// same integers as in the kernels above (elements 4k..4k+3 of every chunk,
+// times its scale), so the float steps and the result are bit-identical.
+
+struct KActRow {
+    const BlockQ8_K* y;  // blocks (d)
+    const int8_t* p;     // paired quants, 256 per block
+    const int16_t* e;    // per block: the 8 bsum pair sums (twice)
+};
+
+inline KActRow k_act_row(const uint8_t* row, TensorType wt, int64_t n_in) {
+    struct Memo {
+        TensorType t = TensorType::F32;
+        int64_t n = -1;
+        ActExtrasLayout l;
+    };
+    thread_local Memo m;
+    if (m.n != n_in || m.t != wt) m = {wt, n_in, act_extras_layout(wt, n_in)};
+    return {reinterpret_cast<const BlockQ8_K*>(row), reinterpret_cast<const int8_t*>(row + m.l.p_offset),
+            reinterpret_cast<const int16_t*>(row + m.l.e_offset)};
+}
+
+// Bytes a (chunk A) and b (chunk B) -> U, V as described above.
+inline void pair_chunks(__m256i a, __m256i b, __m256i& u, __m256i& v) {
+    u = _mm256_blend_epi16(a, _mm256_slli_epi32(b, 16), 0xAA);
+    v = _mm256_blend_epi16(_mm256_srli_epi32(a, 16), b, 0xAA);
+}
+
+// Shuffle mask giving every int32 lane of a 128-bit half the int16 words wa, wb of that half.
+inline __m128i word_pair_mask(int wa, int wb) {
+    return _mm_set1_epi32((2 * wa) | ((2 * wa + 1) << 8) | ((2 * wb) << 16) | ((2 * wb + 1) << 24));
+}
+
+// Q4_K (HasHigh=false) and Q5_K (HasHigh=true), paired: same result as dot_q45_K.
+template <bool HasHigh, int NT>
+void dot_q45_K_paired(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride, float* out) {
+    using Block = std::conditional_t<HasHigh, BlockQ5_K, BlockQ4_K>;
+    constexpr TensorType kType = HasHigh ? TensorType::Q5_K : TensorType::Q4_K;
+    const auto* x = reinterpret_cast<const Block*>(w);
+    KActRow r[NT];
+    __m256 acc[NT];
+    __m128 acc_m[NT];
+    for (int t = 0; t < NT; ++t) {
+        r[t] = k_act_row(a + (size_t)t * a_stride, kType, n_in);
+        acc[t] = _mm256_setzero_ps();
+        acc_m[t] = _mm_setzero_ps();
+    }
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    for (int64_t b = 0; b < n_in / QK_K; ++b) {
+        if constexpr (NT <= 4) prefetch_block_ahead<sizeof(Block)>(&x[b]);
+        const __m128i sm = k4_scales_mins(x[b].scales);
+        const __m128i mins = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm));
+        const __m256i sc2 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
+        __m256i sumi[NT];
+        for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
+        __m256i qh;
+        if constexpr (HasHigh) qh = load256(x[b].qh);
+        for (int c = 0; c < 4; ++c) {
+            const __m256i q = load256(x[b].qs + 32 * c);
+            __m256i lo = _mm256_and_si256(q, low4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+            if constexpr (HasHigh) {
+                const __m256i one = _mm256_set1_epi8(1);
+                const __m256i hl = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one);
+                const __m256i hh = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one);
+                lo = _mm256_or_si256(lo, _mm256_slli_epi16(hl, 4));
+                hi = _mm256_or_si256(hi, _mm256_slli_epi16(hh, 4));
+            }
+            __m256i u, v;
+            pair_chunks(lo, hi, u, v);  // A = sub-block 2c, B = 2c + 1
+            const __m256i s = _mm256_shuffle_epi8(sc2, _mm256_broadcastsi128_si256(word_pair_mask(2 * c, 2 * c + 1)));
+            for (int t = 0; t < NT; ++t) {
+                const int8_t* pq = r[t].p + QK_K * b + 64 * c;
+                const __m256i pu = _mm256_maddubs_epi16(u, load256(pq));
+                const __m256i pv = _mm256_maddubs_epi16(v, load256(pq + 32));
+                sumi[t] = madd_acc(sumi[t], _mm256_add_epi16(pu, pv), s);
+            }
+        }
+        const float dx = h2f(x[b].d), dmx = h2f(x[b].dmin);
+        for (int t = 0; t < NT; ++t) {
+            // the 8 bsum pair sums, as dot_q45_K's hadd makes them
+            const __m128i bs8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r[t].e + 16 * b));
+            const __m128i pm = _mm_madd_epi16(mins, bs8);
+            const float yd = r[t].y[b].d;
+            if constexpr (HasHigh) {
+                const __m128i h = _mm_add_epi32(pm, _mm_unpackhi_epi64(pm, pm));
+                const int32_t msum = _mm_cvtsi128_si32(h) + _mm_extract_epi32(h, 1);
+                acc_m[t] = _mm_set_ss(std::fma(-yd * dmx, (float)msum, _mm_cvtss_f32(acc_m[t])));
+            } else {
+                acc_m[t] = _mm_fmadd_ps(_mm_set1_ps(-yd * dmx), _mm_cvtepi32_ps(pm), acc_m[t]);
+            }
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(yd * dx), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+        }
+    }
+    for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]) + hsum4(acc_m[t]);
+}
+
+// Q6_K, paired: same result as dot_q6_K. Its 32-element chunks k of a half
+// pair as (0, 1) and (2, 3); each chunk has two 16-element scales, one per
+// 128-bit half, so the scale pair differs between the halves.
+template <int NT>
+void dot_q6_K_paired(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride, float* out) {
+    const auto* x = reinterpret_cast<const BlockQ6_K*>(w);
+    KActRow r[NT];
+    __m256 acc[NT];
+    for (int t = 0; t < NT; ++t) {
+        r[t] = k_act_row(a + (size_t)t * a_stride, TensorType::Q6_K, n_in);
+        acc[t] = _mm256_setzero_ps();
+    }
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    const __m256i low2 = _mm256_set1_epi8(0x03);
+    // pair p of a half: low 128 bits take scales (4p, 4p+2), high ones (4p+1, 4p+3)
+    const __m256i pair_mask[2] = {_mm256_set_m128i(word_pair_mask(1, 3), word_pair_mask(0, 2)),
+                                  _mm256_set_m128i(word_pair_mask(5, 7), word_pair_mask(4, 6))};
+    for (int64_t b = 0; b < n_in / QK_K; ++b) {
+        if constexpr (NT <= 4) prefetch_block_ahead<sizeof(BlockQ6_K)>(&x[b]);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].scales)));
+        __m256i sumi[NT];
+        for (int t = 0; t < NT; ++t) {
+            const __m256i off = _mm256_madd_epi16(load256(r[t].y[b].bsums), sc16);
+            sumi[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+        }
+        for (int half = 0; half < 2; ++half) {
+            const __m256i sch = half == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00)
+                                          : _mm256_permute2x128_si256(sc16, sc16, 0x11);
+            const uint8_t* ql = x[b].ql + 64 * half;
+            const __m256i l0 = load256(ql);
+            const __m256i l1 = load256(ql + 32);
+            const __m256i h = load256(x[b].qh + 32 * half);
+            __m256i q[4];
+            q[0] = _mm256_or_si256(_mm256_and_si256(l0, low4),
+                                   _mm256_slli_epi16(_mm256_and_si256(h, low2), 4));
+            q[1] = _mm256_or_si256(_mm256_and_si256(l1, low4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), low2), 4));
+            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), low2), 4));
+            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), low2), 4));
+            for (int p = 0; p < 2; ++p) {
+                __m256i u, v;
+                pair_chunks(q[2 * p], q[2 * p + 1], u, v);
+                const __m256i s = _mm256_shuffle_epi8(sch, pair_mask[p]);
+                for (int t = 0; t < NT; ++t) {
+                    const int8_t* pq = r[t].p + QK_K * b + 128 * half + 64 * p;
+                    const __m256i pu = _mm256_maddubs_epi16(u, load256(pq));
+                    const __m256i pv = _mm256_maddubs_epi16(v, load256(pq + 32));
+                    sumi[t] = madd_acc(sumi[t], _mm256_add_epi16(pu, pv), s);
+                }
+            }
+        }
+        const float dx = h2f(x[b].d);
+        for (int t = 0; t < NT; ++t) {
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dx * r[t].y[b].d), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+        }
+    }
+    for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
+}
+
 // Q2_K (IsQ3=false) and Q3_K (IsQ3=true) against Q8_K. The int32 lanes are
 // ggml's (see dot_q23_K in vec_dot_scalar.cpp): per chunk of 32, maddubs
 // of the unsigned 2-bit weights, less (Q3_K) maddubs of 4 where the 3rd bit
@@ -1108,6 +1278,9 @@ template <int NT> struct KQ5_1 { static constexpr auto run = dot_q8_1_family<Dec
 template <int NT> struct KQ4_K { static constexpr auto run = dot_q45_K<false, NT>; };
 template <int NT> struct KQ5_K { static constexpr auto run = dot_q45_K<true, NT>; };
 template <int NT> struct KQ6_K { static constexpr auto run = dot_q6_K<NT>; };
+template <int NT> struct KQ4_Kp { static constexpr auto run = dot_q45_K_paired<false, NT>; };
+template <int NT> struct KQ5_Kp { static constexpr auto run = dot_q45_K_paired<true, NT>; };
+template <int NT> struct KQ6_Kp { static constexpr auto run = dot_q6_K_paired<NT>; };
 template <int NT> struct KIQ4_NL { static constexpr auto run = dot_nl4<BlockIQ4_NL, NT>; };
 template <int NT> struct KMXFP4 { static constexpr auto run = dot_nl4<BlockMXFP4, NT>; };
 template <int NT> struct KIQ4_XS { static constexpr auto run = dot_iq4_xs<NT>; };
@@ -1130,6 +1303,14 @@ void tile2_from_2(int64_t n_in, const uint8_t* w, size_t w_stride, int64_t nr, c
 }
 #endif
 
+// One row: K1's kernels; more: KN's (both give the same bits).
+template <template <int> class K1, template <int> class KN>
+void tile_one_or_many(int64_t n_in, const uint8_t* w, size_t w_stride, int64_t nr, const uint8_t* a,
+                      size_t a_stride, int64_t nt, float* y, int64_t ldy) {
+    if (nt == 1) tile<K1>(n_in, w, w_stride, nr, a, a_stride, nt, y, ldy);
+    else tile<KN>(n_in, w, w_stride, nr, a, a_stride, nt, y, ldy);
+}
+
 KernelTable make_table() {
     KernelTable k{};  // aggregate init: no out-of-line constructor compiled with these flags
     auto set = [&](TensorType t, TileFn f) { k.tile[(int)t] = f; };
@@ -1149,6 +1330,17 @@ KernelTable make_table() {
     set(TensorType::F32, tile<KF32>);
     set(TensorType::F16, tile<KF16>);
     set(TensorType::BF16, tile<KBF16>);
+#if !defined(SPECDEC_VEC_DOT_VNNI)
+    // One row keeps the shorter unpaired loop (its 4 multiplies per 64
+    // weights hide under the memory read); from 2 rows on the paired
+    // kernels' 3 multiplies win (Zen 2, in-cache 8960x1536 Q4_K, 1 thread:
+    // 60 -> 66 GFLOP/s at 4-64 rows; qwen 1.5B prefill 19.5 -> 22 tok/s).
+    // Not at the AVX-512 level: its zmm tiles were tuned apart and this
+    // machine kind cannot test a change to them.
+    set(TensorType::Q4_K, tile_one_or_many<KQ4_K, KQ4_Kp>);
+    set(TensorType::Q5_K, tile_one_or_many<KQ5_K, KQ5_Kp>);
+    set(TensorType::Q6_K, tile_one_or_many<KQ6_K, KQ6_Kp>);
+#endif
 #if defined(SPECDEC_VEC_DOT_VNNI)
     set(TensorType::Q4_0, tile2<Z2Q4_0>);
     set(TensorType::Q5_0, tile2<Z2Q5_0>);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -464,6 +465,50 @@ TEST(QuantMatmul, DotKernelsMatchScalarIntegerExact) {
             matmul(w, x.data(), n_tok, y.data(), pool);
             for (size_t i = 0; i < y.size(); ++i) {
                 ASSERT_EQ(y[i], ref[i]) << tensor_type_name(t) << " " << isa_name((Isa)level);
+            }
+        }
+    }
+}
+
+// The paired K-quant kernels (vec_dot_avx2.cpp) add two maddubs results in
+// int16 before applying the scales: at the largest quants (Q6_K 63, Q5_K 31,
+// Q4_K 15) and activations of +-127 that sum is closest to overflowing
+// (4 * 63 * 127 = 32004). Every quant and scale at its maximum, activations
+// all -127 or all +127 (and a mix), 1..9 rows: the reference's bits.
+TEST(QuantMatmul, PairedKQuantsAtInt16Limits) {
+    IsaGuard guard;
+    ThreadPool pool(1);
+    const int64_t n_in = 512, n_out = 3, max_tok = 9;
+    for (TensorType t : {TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K}) {
+        const size_t rb = tensor_row_bytes(t, n_in), bb = tensor_type_traits(t).block_bytes;
+        std::vector<uint8_t> wq(rb * n_out, 0xFF);  // all quants and scales at their maximum
+        const uint16_t d = fp32_to_fp16(0.01f);
+        for (size_t off = 0; off < wq.size(); off += bb) {
+            if (t == TensorType::Q6_K) {
+                std::memcpy(&wq[off + offsetof(BlockQ6_K, d)], &d, 2);
+                std::memset(&wq[off + offsetof(BlockQ6_K, scales)], 127, QK_K / 16);
+            } else {
+                std::memcpy(&wq[off], &d, 2);
+                std::memcpy(&wq[off + 2], &d, 2);
+            }
+        }
+        const WeightMatrix w{t, wq.data(), n_in, n_out, rb};
+        for (int sign_case = 0; sign_case < 3; ++sign_case) {
+            std::vector<float> x((size_t)(max_tok * n_in));
+            for (size_t i = 0; i < x.size(); ++i)
+                x[i] = sign_case == 0 ? -1.0f : sign_case == 1 ? 1.0f : (i / 64) % 2 ? 1.0f : -1.0f;
+            std::vector<float> ref((size_t)(max_tok * n_out));
+            matmul_reference(w, x.data(), max_tok, ref.data());
+            for (int level = 1; level <= (int)cpu_max_isa(); ++level) {
+                force_isa((Isa)level);
+                for (int64_t n_tok = 1; n_tok <= max_tok; ++n_tok) {
+                    std::vector<float> y((size_t)(n_tok * n_out));
+                    matmul(w, x.data(), n_tok, y.data(), pool);
+                    for (int64_t i = 0; i < n_tok * n_out; ++i)
+                        ASSERT_EQ(std::memcmp(&y[(size_t)i], &ref[(size_t)i], 4), 0)
+                            << tensor_type_name(t) << " isa=" << isa_name((Isa)level) << " n_tok=" << n_tok
+                            << " case=" << sign_case << ": " << y[(size_t)i] << " vs " << ref[(size_t)i];
+                }
             }
         }
     }
