@@ -282,3 +282,23 @@ def test_reference_cli(tmp_path):
     assert len(r["logits_topk"]) == r["n_prompt_tokens"] and len(r["logits_topk"][0]) == 3
     assert r["argmax"][-1] == r["greedy"]["tokens"][0]
     assert len(r["greedy"]["tokens"]) <= 4
+
+
+def test_bench_arch_specs_are_realistic_and_bad_names_are_refused(tmp_path):
+    """tools/bench_arch.py: every spec is a file specdec can read at the size
+    the table claims (0.3-2.5 B parameters, K-quant rows), and an unknown
+    architecture is a clear error (exit 2) before anything is written."""
+    import subprocess
+    import sys
+
+    import bench_arch
+
+    for arch, spec in bench_arch.SPECS.items():
+        n_vocab = spec.extra_vocab + 261
+        assert 3e8 <= bench_arch.params(spec, n_vocab) <= 2.5e9, arch
+        assert spec.n_embd % 256 == 0 and spec.q_dim % 256 == 0, arch  # K-quant rows
+    p = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "bench_arch.py"), "--arch", "qwen3,nope",
+                        "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2
+    assert "unknown architecture(s) nope" in p.stderr
+    assert not (tmp_path / "out").exists()
