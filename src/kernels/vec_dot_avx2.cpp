@@ -337,6 +337,43 @@ inline __m128i k4_scales_mins(const uint8_t* s) {
 // Shuffle mask that broadcasts int16 lane w of each 128-bit half.
 inline __m256i word_bcast_mask(int w) { return _mm256_set1_epi16((short)((2 * w) | ((2 * w + 1) << 8))); }
 
+// Chunk c (of 4) of a Q4_K/Q5_K block: lo = its 32 low-nibble weights
+// (sub-block 2c), hi = its 32 high-nibble ones (sub-block 2c + 1); for Q5_K
+// (HasHigh) with their 5th bits from qh (bit 2c of qh[l] for lo[l], 2c+1 for hi[l]).
+template <bool HasHigh, class Block>
+inline void q45_chunk(const Block& blk, __m256i qh, int c, __m256i& lo, __m256i& hi) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    const __m256i q = load256(blk.qs + 32 * c);
+    lo = _mm256_and_si256(q, low4);
+    hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+    if constexpr (HasHigh) {
+        const __m256i one = _mm256_set1_epi8(1);
+        const __m256i hl = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one);
+        const __m256i hh = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one);
+        lo = _mm256_or_si256(lo, _mm256_slli_epi16(hl, 4));
+        hi = _mm256_or_si256(hi, _mm256_slli_epi16(hh, 4));
+    }
+}
+
+// One token's float steps after a Q4_K/Q5_K super-block, as ggml takes them:
+// the min term (mins against the 8 bsum pair sums bs8) into acc_m, the
+// integer lanes times yd * dx into acc.
+template <bool HasHigh>
+inline void q45_accumulate(__m128i mins, __m128i bs8, float yd, float dx, float dmx, __m256i sumi, __m256& acc,
+                           __m128& acc_m) {
+    const __m128i pm = _mm_madd_epi16(mins, bs8);
+    if constexpr (HasHigh) {
+        // ggml's Q5_K: one integer per super-block, into a scalar sum
+        // (kept in lane 0 of acc_m; hsum4 of (s, 0, 0, 0) is s).
+        const __m128i h = _mm_add_epi32(pm, _mm_unpackhi_epi64(pm, pm));  // m0+m2, m1+m3
+        const int32_t msum = _mm_cvtsi128_si32(h) + _mm_extract_epi32(h, 1);
+        acc_m = _mm_set_ss(std::fma(-yd * dmx, (float)msum, _mm_cvtss_f32(acc_m)));
+    } else {
+        acc_m = _mm_fmadd_ps(_mm_set1_ps(-yd * dmx), _mm_cvtepi32_ps(pm), acc_m);
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(yd * dx), _mm256_cvtepi32_ps(sumi), acc);
+}
+
 // Q4_K (HasHigh=false) and Q5_K (HasHigh=true).
 template <bool HasHigh, int NT>
 void dot_q45_K(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride, float* out) {
@@ -350,7 +387,6 @@ void dot_q45_K(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride
         acc[t] = _mm256_setzero_ps();
         acc_m[t] = _mm_setzero_ps();
     }
-    const __m256i low4 = _mm256_set1_epi8(0x0F);
     for (int64_t b = 0; b < n_in / QK_K; ++b) {
         if constexpr (NT <= 4) prefetch_block_ahead<sizeof(Block)>(&x[b]);
         const __m128i sm = k4_scales_mins(x[b].scales);  // 8 scales, 8 mins (u8)
@@ -363,17 +399,8 @@ void dot_q45_K(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride
         __m256i qh;
         if constexpr (HasHigh) qh = load256(x[b].qh);
         for (int c = 0; c < 4; ++c) {
-            const __m256i q = load256(x[b].qs + 32 * c);
-            __m256i lo = _mm256_and_si256(q, low4);
-            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
-            if constexpr (HasHigh) {
-                // bit 2c of qh[l] is the 5th bit of lo[l], bit 2c+1 that of hi[l]
-                const __m256i one = _mm256_set1_epi8(1);
-                const __m256i hl = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one);
-                const __m256i hh = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one);
-                lo = _mm256_or_si256(lo, _mm256_slli_epi16(hl, 4));
-                hi = _mm256_or_si256(hi, _mm256_slli_epi16(hh, 4));
-            }
+            __m256i lo, hi;
+            q45_chunk<HasHigh>(x[b], qh, c, lo, hi);
             const __m256i s_lo = _mm256_shuffle_epi8(sc2, word_bcast_mask(2 * c));
             const __m256i s_hi = _mm256_shuffle_epi8(sc2, word_bcast_mask(2 * c + 1));
             for (int t = 0; t < NT; ++t) {
@@ -388,18 +415,7 @@ void dot_q45_K(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride
         for (int t = 0; t < NT; ++t) {
             const __m256i bs = load256(ys[t][b].bsums);
             const __m128i bs8 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-            const __m128i pm = _mm_madd_epi16(mins, bs8);
-            const float yd = ys[t][b].d;
-            if constexpr (HasHigh) {
-                // ggml's Q5_K: one integer per super-block, into a scalar sum
-                // (kept in lane 0 of acc_m; hsum4 of (s, 0, 0, 0) is s).
-                const __m128i h = _mm_add_epi32(pm, _mm_unpackhi_epi64(pm, pm));  // m0+m2, m1+m3
-                const int32_t msum = _mm_cvtsi128_si32(h) + _mm_extract_epi32(h, 1);
-                acc_m[t] = _mm_set_ss(std::fma(-yd * dmx, (float)msum, _mm_cvtss_f32(acc_m[t])));
-            } else {
-                acc_m[t] = _mm_fmadd_ps(_mm_set1_ps(-yd * dmx), _mm_cvtepi32_ps(pm), acc_m[t]);
-            }
-            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(yd * dx), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+            q45_accumulate<HasHigh>(mins, bs8, ys[t][b].d, dx, dmx, sumi[t], acc[t], acc_m[t]);
         }
     }
     for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]) + hsum4(acc_m[t]);
@@ -411,6 +427,24 @@ inline int64_t q6_mask(int w) {
     return v | (v << 16) | (v << 32) | (v << 48);
 }
 
+// The four 32-byte chunks of half `half` of a Q6_K block: chunk k holds
+// elements 128 half + 32 k + i as q + 32, in [0, 63].
+inline void q6_half(const BlockQ6_K& blk, int half, __m256i q[4]) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    const __m256i low2 = _mm256_set1_epi8(0x03);
+    const uint8_t* ql = blk.ql + 64 * half;
+    const __m256i l0 = load256(ql);
+    const __m256i l1 = load256(ql + 32);
+    const __m256i h = load256(blk.qh + 32 * half);
+    q[0] = _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_slli_epi16(_mm256_and_si256(h, low2), 4));
+    q[1] = _mm256_or_si256(_mm256_and_si256(l1, low4),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), low2), 4));
+    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), low2), 4));
+    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), low2), 4));
+}
+
 template <int NT>
 void dot_q6_K(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride, float* out) {
     const auto* x = reinterpret_cast<const BlockQ6_K*>(w);
@@ -420,8 +454,6 @@ void dot_q6_K(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride,
         ys[t] = reinterpret_cast<const BlockQ8_K*>(a + (size_t)t * a_stride);
         acc[t] = _mm256_setzero_ps();
     }
-    const __m256i low4 = _mm256_set1_epi8(0x0F);
-    const __m256i low2 = _mm256_set1_epi8(0x03);
     for (int64_t b = 0; b < n_in / QK_K; ++b) {
         if constexpr (NT <= 4) prefetch_block_ahead<sizeof(BlockQ6_K)>(&x[b]);
         // scales as 16 int16, one per group of 16 (= per bsum)
@@ -438,19 +470,8 @@ void dot_q6_K(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride,
         const __m256i sc_half[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
                                     _mm256_permute2x128_si256(sc16, sc16, 0x11)};
         for (int half = 0; half < 2; ++half) {
-            const uint8_t* ql = x[b].ql + 64 * half;
-            const __m256i l0 = load256(ql);
-            const __m256i l1 = load256(ql + 32);
-            const __m256i h = load256(x[b].qh + 32 * half);
             __m256i q[4];
-            q[0] = _mm256_or_si256(_mm256_and_si256(l0, low4),
-                                   _mm256_slli_epi16(_mm256_and_si256(h, low2), 4));
-            q[1] = _mm256_or_si256(_mm256_and_si256(l1, low4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), low2), 4));
-            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), low2), 4));
-            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), low2), 4));
+            q6_half(x[b], half, q);
             for (int k = 0; k < 4; ++k) {
                 // 16 int16 lanes: the first 8 pairs are group 2k, the next 8 group 2k+1
                 // low lane: scale 2k of this half, high lane: scale 2k+1
@@ -532,7 +553,6 @@ void dot_q45_K_paired(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a
         acc[t] = _mm256_setzero_ps();
         acc_m[t] = _mm_setzero_ps();
     }
-    const __m256i low4 = _mm256_set1_epi8(0x0F);
     for (int64_t b = 0; b < n_in / QK_K; ++b) {
         if constexpr (NT <= 4) prefetch_block_ahead<sizeof(Block)>(&x[b]);
         const __m128i sm = k4_scales_mins(x[b].scales);
@@ -543,16 +563,8 @@ void dot_q45_K_paired(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a
         __m256i qh;
         if constexpr (HasHigh) qh = load256(x[b].qh);
         for (int c = 0; c < 4; ++c) {
-            const __m256i q = load256(x[b].qs + 32 * c);
-            __m256i lo = _mm256_and_si256(q, low4);
-            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
-            if constexpr (HasHigh) {
-                const __m256i one = _mm256_set1_epi8(1);
-                const __m256i hl = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one);
-                const __m256i hh = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one);
-                lo = _mm256_or_si256(lo, _mm256_slli_epi16(hl, 4));
-                hi = _mm256_or_si256(hi, _mm256_slli_epi16(hh, 4));
-            }
+            __m256i lo, hi;
+            q45_chunk<HasHigh>(x[b], qh, c, lo, hi);
             __m256i u, v;
             pair_chunks(lo, hi, u, v);  // A = sub-block 2c, B = 2c + 1
             const __m256i s = _mm256_shuffle_epi8(sc2, _mm256_broadcastsi128_si256(word_pair_mask(2 * c, 2 * c + 1)));
@@ -567,16 +579,7 @@ void dot_q45_K_paired(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a
         for (int t = 0; t < NT; ++t) {
             // the 8 bsum pair sums, as dot_q45_K's hadd makes them
             const __m128i bs8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r[t].e + 16 * b));
-            const __m128i pm = _mm_madd_epi16(mins, bs8);
-            const float yd = r[t].y[b].d;
-            if constexpr (HasHigh) {
-                const __m128i h = _mm_add_epi32(pm, _mm_unpackhi_epi64(pm, pm));
-                const int32_t msum = _mm_cvtsi128_si32(h) + _mm_extract_epi32(h, 1);
-                acc_m[t] = _mm_set_ss(std::fma(-yd * dmx, (float)msum, _mm_cvtss_f32(acc_m[t])));
-            } else {
-                acc_m[t] = _mm_fmadd_ps(_mm_set1_ps(-yd * dmx), _mm_cvtepi32_ps(pm), acc_m[t]);
-            }
-            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(yd * dx), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+            q45_accumulate<HasHigh>(mins, bs8, r[t].y[b].d, dx, dmx, sumi[t], acc[t], acc_m[t]);
         }
     }
     for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]) + hsum4(acc_m[t]);
@@ -594,8 +597,6 @@ void dot_q6_K_paired(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_
         r[t] = k_act_row(a + (size_t)t * a_stride, TensorType::Q6_K, n_in);
         acc[t] = _mm256_setzero_ps();
     }
-    const __m256i low4 = _mm256_set1_epi8(0x0F);
-    const __m256i low2 = _mm256_set1_epi8(0x03);
     // pair p of a half: low 128 bits take scales (4p, 4p+2), high ones (4p+1, 4p+3)
     const __m256i pair_mask[2] = {_mm256_set_m128i(word_pair_mask(1, 3), word_pair_mask(0, 2)),
                                   _mm256_set_m128i(word_pair_mask(5, 7), word_pair_mask(4, 6))};
@@ -611,19 +612,8 @@ void dot_q6_K_paired(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_
         for (int half = 0; half < 2; ++half) {
             const __m256i sch = half == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00)
                                           : _mm256_permute2x128_si256(sc16, sc16, 0x11);
-            const uint8_t* ql = x[b].ql + 64 * half;
-            const __m256i l0 = load256(ql);
-            const __m256i l1 = load256(ql + 32);
-            const __m256i h = load256(x[b].qh + 32 * half);
             __m256i q[4];
-            q[0] = _mm256_or_si256(_mm256_and_si256(l0, low4),
-                                   _mm256_slli_epi16(_mm256_and_si256(h, low2), 4));
-            q[1] = _mm256_or_si256(_mm256_and_si256(l1, low4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), low2), 4));
-            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), low2), 4));
-            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), low2), 4));
+            q6_half(x[b], half, q);
             for (int p = 0; p < 2; ++p) {
                 __m256i u, v;
                 pair_chunks(q[2 * p], q[2 * p + 1], u, v);
