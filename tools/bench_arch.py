@@ -19,7 +19,6 @@ ones; only the generated tokens differ (which AR micro-mode does not use).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import subprocess
