@@ -772,15 +772,30 @@ class Load:
         n = self.a.max_batch + 2
         # Half of them short (they finish within the grace), half as long as the cap allows.
         specs = [Spec(True, PROMPTS[i % len(PROMPTS)], self.a.max_tokens if i % 2 else 24) for i in range(n)]
-        streams = [asyncio.create_task(http(self.port, "POST", s.path, self.body(s, "ar", None, True),
-                                            key=self.a.api_key)) for s in specs]
-        # Until the batch is full and the rest wait (or 30 s).
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            m = await self.metrics()
-            if m.get("specdec_active_sequences", 0) >= self.a.max_batch and m.get("specdec_queue_depth", 0) >= 1:
+        # The signal must come while the batch is full and some wait, so that
+        # both the grace and the refusal of waiting requests are exercised. On
+        # a fast machine every stream can end between two looks at /metrics:
+        # then they are checked as ordinary requests and sent again.
+        full, attempts = False, 0
+        while True:
+            attempts += 1
+            streams = [asyncio.create_task(http(self.port, "POST", s.path, self.body(s, "ar", None, True),
+                                                key=self.a.api_key)) for s in specs]
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not all(t.done() for t in streams):
+                m = await self.metrics()
+                if (m.get("specdec_active_sequences", 0) >= self.a.max_batch
+                        and m.get("specdec_queue_depth", 0) >= 1):
+                    full = True
+                    break
+                await asyncio.sleep(0.02)
+            if full or attempts >= 5 or not all(t.done() for t in streams):
                 break
-            await asyncio.sleep(0.05)
+            for ans in await asyncio.gather(*streams, return_exceptions=True):
+                if isinstance(ans, BaseException) or ans.status != 200:
+                    self.fail("shutdown", f"a stream before the signal: {ans!r}")
+        if not full:
+            self.fail("shutdown", f"the batch was never seen full with requests waiting ({attempts} tries)")
         self.srv.proc.send_signal(signal.SIGTERM)
         t_sig = time.monotonic()
         await asyncio.sleep(0.3)
@@ -790,7 +805,8 @@ class Load:
                                                self.body(specs[0], "ar", None, False), key=self.a.api_key), 10)
         except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError):
             pass  # already closed: fine if the grace is over
-        out = {"streams": n, "finished": 0, "cancelled": 0, "refused_or_cancelled_ids": [], "finished_ids": []}
+        out = {"streams": n, "finished": 0, "cancelled": 0, "refused_or_cancelled_ids": [], "finished_ids": [],
+               "full_at_signal": full, "attempts": attempts}
         finished_after_signal = set()  # surely still running at the signal
         try:
             done = await asyncio.wait_for(asyncio.gather(*streams, return_exceptions=True),
@@ -1030,7 +1046,8 @@ def table(r: dict) -> str:
         ("KV tokens after", ", ".join(f"{k} {int(v or 0)}" for k, v in r.get("kv_tokens_after", {}).items()) or "-"),
         ("metrics agree", r.get("metrics_agree", "-")),
         ("shutdown", f"exit {sd.get('exit_code')}, {sd.get('finished', 0)} finished, {sd.get('cancelled', 0)} "
-                     f"cancelled of {sd.get('streams', 0)} streams" if sd else "-"),
+                     f"cancelled of {sd.get('streams', 0)} streams (signal at a full batch: "
+                     f"{sd.get('full_at_signal')}, try {sd.get('attempts')})" if sd else "-"),
         ("result", "OK" if r["ok"] else "FAILED: " + ", ".join(f"{k} {v}" for k, v in r["failure_counts"].items())),
     ]
     w = max(len(k) for k, _ in rows)
