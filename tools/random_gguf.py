@@ -50,6 +50,15 @@ class ArchSpec:
     n_expert_used: int = 0
     n_ff_exp: int = 0
     extra_vocab: int = 0       # plain tokens appended to the byte vocabulary (a realistic LM-head size)
+    # qwen35: gated DeltaNet layers (all but every full_attn_interval-th) with
+    # q/k heads of ssm_state, ssm_v_heads value heads, a causal convolution of
+    # width ssm_conv; gated full-attention layers (query and gate per head).
+    ssm_state: int = 0         # 0: no recurrent layers
+    ssm_k_heads: int = 0
+    ssm_v_heads: int = 0
+    ssm_conv: int = 4
+    full_attn_interval: int = 4
+    rope_sections: tuple[int, ...] = ()  # rope.dimension_sections, written when set
 
     @property
     def q_dim(self) -> int:
@@ -58,6 +67,13 @@ class ArchSpec:
     @property
     def kv_dim(self) -> int:
         return self.n_head_kv * self.head_dim
+
+    @property
+    def ssm_conv_dim(self) -> int:
+        return (2 * self.ssm_k_heads + self.ssm_v_heads) * self.ssm_state
+
+    def is_recurrent(self, layer: int) -> bool:
+        return self.ssm_state > 0 and (layer + 1) % self.full_attn_interval != 0
 
     @property
     def rot(self) -> int:
@@ -189,6 +205,15 @@ def write_model(path: Path, spec: ArchSpec, mix: str = "F32", rope_freqs: np.nda
     if spec.attn_softcap:
         w.add_attn_logit_softcapping(spec.attn_softcap)
         w.add_final_logit_softcapping(spec.final_softcap)
+    if spec.ssm_state:
+        w.add_ssm_conv_kernel(spec.ssm_conv)
+        w.add_ssm_inner_size(spec.ssm_v_heads * spec.ssm_state)
+        w.add_ssm_state_size(spec.ssm_state)
+        w.add_ssm_time_step_rank(spec.ssm_v_heads)
+        w.add_ssm_group_count(spec.ssm_k_heads)
+        w.add_full_attention_interval(spec.full_attn_interval)
+    if spec.rope_sections:
+        w.add_rope_dimension_sections(list(spec.rope_sections))
     if spec.n_expert:
         w.add_expert_count(spec.n_expert)
         w.add_expert_used_count(spec.n_expert_used)
@@ -247,6 +272,33 @@ def write_model(path: Path, spec: ArchSpec, mix: str = "F32", rope_freqs: np.nda
         else:
             w.add_tensor(name, gguf.quants.quantize(x, t), raw_dtype=t)
 
+    def qwen35_layer(p: str, i: int) -> None:
+        vec(p + "attn_norm.weight", E)
+        if spec.is_recurrent(i):
+            conv, value, nv = spec.ssm_conv_dim, spec.ssm_v_heads * spec.ssm_state, spec.ssm_v_heads
+            mat(p + "attn_qkv.weight", conv, E, 1.5 / np.sqrt(E), i)
+            mat(p + "attn_gate.weight", value, E, 1 / np.sqrt(E), i)
+            mat(p + "ssm_beta.weight", nv, E, 1 / np.sqrt(E), i)
+            mat(p + "ssm_alpha.weight", nv, E, 1 / np.sqrt(E), i)
+            mat(p + "ssm_out.weight", E, value, 1 / np.sqrt(value), i)
+            # Never quantized (llama.cpp's quantizer leaves ssm_conv1d alone).
+            w.add_tensor(p + "ssm_conv1d.weight", (0.5 * rng.standard_normal((conv, spec.ssm_conv))).astype(np.float32))
+            w.add_tensor(p + "ssm_dt.bias", rng.standard_normal(nv).astype(np.float32))
+            # -exp(A_log): decays between exp(-4) and exp(-0.05) per token.
+            w.add_tensor(p + "ssm_a", -np.exp(rng.uniform(-1.5, 0.5, nv)).astype(np.float32))
+            vec(p + "ssm_norm.weight", spec.ssm_state)
+        else:
+            mat(p + "attn_q.weight", 2 * spec.q_dim, E, 1.5 / np.sqrt(E), i)  # query, then gate, per head
+            mat(p + "attn_k.weight", spec.kv_dim, E, 1.5 / np.sqrt(E), i)
+            mat(p + "attn_v.weight", spec.kv_dim, E, 1 / np.sqrt(E), i)
+            mat(p + "attn_output.weight", E, spec.q_dim, 1 / np.sqrt(spec.q_dim), i)
+            vec(p + "attn_q_norm.weight", spec.head_dim)
+            vec(p + "attn_k_norm.weight", spec.head_dim)
+        vec(p + "post_attention_norm.weight", E)  # the FFN's pre-norm
+        mat(p + "ffn_gate.weight", spec.n_ff, E, 1 / np.sqrt(E), i)
+        mat(p + "ffn_up.weight", spec.n_ff, E, 1 / np.sqrt(E), i)
+        mat(p + "ffn_down.weight", E, spec.n_ff, 1 / np.sqrt(spec.n_ff), i)
+
     E = spec.n_embd
     # Logits of a spread of about 3: large enough for clear greedy choices.
     mat("token_embd.weight", n_vocab, E, 3 / np.sqrt(E) if spec.tied else 0.5)
@@ -263,6 +315,9 @@ def write_model(path: Path, spec: ArchSpec, mix: str = "F32", rope_freqs: np.nda
         w.add_tensor("rope_factors_short.weight", np.interp(pairs, [0, spec.rot // 2 - 1], [1, 2.5]).astype(np.float32))
     for i in range(spec.n_layer):
         p = f"blk.{i}."
+        if spec.ssm_state:
+            qwen35_layer(p, i)
+            continue
         if spec.pre_norms:
             vec(p + "attn_norm.weight", E)
         # q and k larger than the rest: attention that is neither uniform nor one-hot.

@@ -35,6 +35,7 @@ KvCache::KvCache(const KvCacheOptions& opts) : opts_(opts) {
     v_ = PageBuffer(elems() * sizeof(uint16_t), "the KV cache's values");
     pos_.assign((size_t)opts.n_seq * opts.n_ctx, 0);
     committed_.assign(opts.n_seq, 0);
+    if (opts.recurrent_floats > 0) rec_ = RecurrentStates(opts.n_seq, opts.recurrent_floats, opts.recurrent_spec_rows);
 }
 
 void KvCache::commit_length(int seq, int n) {
@@ -43,6 +44,7 @@ void KvCache::commit_length(int seq, int n) {
     for (int s = committed_[seq]; s < committed_[seq] + n; ++s)
         SPECDEC_CHECK(pos(seq, s) == s, "KV commit: slot ", s, " holds position ", pos(seq, s),
                       "; committed entries must sit at their own position");
+    if (!rec_.empty() && n > 0) rec_.commit_row(seq, n - 1);
     committed_[seq] += n;
 }
 
@@ -57,6 +59,8 @@ void KvCache::move_slot(int seq, int from, int to) {
 
 void KvCache::commit_path(int seq, std::span<const int> spec_indices) {
     const int base = committed_[seq];
+    // The state after the path's last row (its ancestors are the path).
+    if (!rec_.empty() && !spec_indices.empty()) rec_.commit_row(seq, spec_indices.back());
     int prev = -1;
     for (size_t i = 0; i < spec_indices.size(); ++i) {
         const int r = spec_indices[i];
@@ -74,6 +78,7 @@ void KvCache::commit_path(int seq, std::span<const int> spec_indices) {
 void KvCache::truncate(int seq, int len) {
     SPECDEC_CHECK(len >= 0 && len <= committed_[seq], "KV truncate to ", len, " beyond committed ",
                   committed_[seq]);
+    if (!rec_.empty()) rec_.restore(seq, len, committed_[seq]);
     committed_[seq] = len;
 }
 
@@ -89,6 +94,11 @@ void KvCache::copy_sequence(int src, int dst) {
     }
     std::memcpy(&pos_[(size_t)dst * opts_.n_ctx], &pos_[(size_t)src * opts_.n_ctx], n * sizeof(int32_t));
     committed_[dst] = n;
+    if (!rec_.empty()) rec_.copy(src, dst);
+}
+
+void KvCache::checkpoint(int seq) {
+    if (!rec_.empty()) rec_.save_checkpoint(seq, committed_[seq]);
 }
 
 }  // namespace specdec::kv

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/page_buffer.h"
+#include "kv/recurrent_states.h"
 
 namespace specdec::kv {
 
@@ -26,6 +27,11 @@ struct KvCacheOptions {
     int kv_dim = 0;   // n_head_kv * head_dim, same for K and V
     int n_ctx = 0;    // slots per sequence
     int n_seq = 1;
+    // Models with recurrent layers (qwen35): floats of one sequence's state
+    // over all of them, and how many speculative rows keep a state of their
+    // own (kv/recurrent_states.h). 0: none.
+    size_t recurrent_floats = 0;
+    int recurrent_spec_rows = 0;
 };
 
 class KvCache {
@@ -52,10 +58,19 @@ public:
     void commit_length(int seq, int n);
     void commit_path(int seq, std::span<const int> spec_indices);
     // Drops committed entries from `len` on (rollback to a shorter prefix).
+    // With recurrent layers only to 0, to the committed length, or to the
+    // length of the last checkpoint (a recurrent state has no history).
     void truncate(int seq, int len);
     void clear(int seq) { truncate(seq, 0); }
     // Explicit, costed copy of one sequence's committed prefix into another.
     void copy_sequence(int src, int dst);
+    // Remembers the committed recurrent state, so that a later truncate can
+    // come back to this length (prefill calls it at the end of a prompt).
+    // Nothing to do without recurrent layers.
+    void checkpoint(int seq);
+
+    // The recurrent layers' states (empty() when the model has none).
+    RecurrentStates& recurrent() { return rec_; }
 
     size_t bytes() const { return 2 * elems() * sizeof(uint16_t); }
     // Of those, the bytes in RAM: pages written at least once (the buffers
@@ -77,6 +92,7 @@ private:
     PageBuffer k_, v_;
     std::vector<int32_t> pos_;            // (n_seq, n_ctx)
     std::vector<int> committed_;          // (n_seq)
+    RecurrentStates rec_;
 };
 
 }  // namespace specdec::kv

@@ -7,6 +7,57 @@
 
 namespace specdec::model {
 
+namespace {
+
+// Qwen3.5 (llama.cpp's qwen35): three gated DeltaNet layers, then one gated
+// full-attention layer (per-head q/k norms, partial NeoX-type rotation).
+void read_qwen35(const io::GgufFile& f, ModelConfig& c) {
+    const std::string& a = c.arch_name;
+    c.rope_neox = true;
+    c.qk_norm = QkNorm::PerHead;
+    c.attn_out_gate = true;
+    c.ssm_d_conv = (int)f.get_int(a + ".ssm.conv_kernel");
+    c.ssm_d_state = (int)f.get_int(a + ".ssm.state_size");
+    c.ssm_n_k_heads = (int)f.get_int(a + ".ssm.group_count");
+    c.ssm_n_v_heads = (int)f.get_int(a + ".ssm.time_step_rank");
+    const int64_t d_inner = f.get_int(a + ".ssm.inner_size");
+    SPECDEC_CHECK(c.ssm_d_conv >= 2 && c.ssm_d_state > 0 && c.ssm_n_k_heads > 0 && c.ssm_n_v_heads > 0 &&
+                      c.ssm_n_v_heads % c.ssm_n_k_heads == 0 && d_inner == c.ssm_value_dim(),
+                  "model '", f.path(), "': inconsistent ssm metadata (conv_kernel ", c.ssm_d_conv, ", state_size ",
+                  c.ssm_d_state, ", group_count ", c.ssm_n_k_heads, ", time_step_rank ", c.ssm_n_v_heads,
+                  ", inner_size ", d_inner, ")");
+    if (const io::GgufValue* rec = f.find(a + ".attention.recurrent_layers")) {
+        SPECDEC_CHECK(rec->type == io::GgufType::ARRAY && (int)rec->ints.size() >= c.n_layer, "model '", f.path(),
+                      "': ", a, ".attention.recurrent_layers must hold one flag per layer");
+        for (int il = 0; il < c.n_layer; ++il) c.layer_is_recurrent[il] = rec->ints[il] != 0;
+    } else {
+        const int64_t interval = f.get_int(a + ".full_attention_interval", 4);
+        SPECDEC_CHECK(interval > 0, "model '", f.path(), "': invalid full_attention_interval ", interval);
+        for (int il = 0; il < c.n_layer; ++il) c.layer_is_recurrent[il] = (il + 1) % interval != 0;
+    }
+    // M-RoPE in llama.cpp's interleaved layout: each rotated pair takes its
+    // angle from one of the time, height, width and extra positions. A text
+    // token has the same time, height and width position, so every pair those
+    // sections cover rotates as plain NeoX RoPE; a pair left to the extra
+    // section would not, and is refused rather than guessed.
+    if (const io::GgufValue* sec = f.find(a + ".rope.dimension_sections")) {
+        SPECDEC_CHECK(sec->type == io::GgufType::ARRAY && sec->ints.size() >= 3, "model '", f.path(), "': ", a,
+                      ".rope.dimension_sections must hold 4 sizes");
+        const int64_t s0 = sec->ints[0], s1 = sec->ints[1], s2 = sec->ints[2];
+        const int64_t s3 = sec->ints.size() > 3 ? sec->ints[3] : 0;
+        const int64_t dims = s0 + s1 + s2 + s3;
+        for (int pair = 0; dims > 0 && pair < c.n_rot / 2; ++pair) {
+            const int64_t sector = pair % dims;
+            const bool thw = (sector % 3 == 0 && sector < 3 * s0) || (sector % 3 == 1 && sector < 3 * s1) ||
+                             (sector % 3 == 2 && sector < 3 * s2);
+            SPECDEC_CHECK(thw, "model '", f.path(), "': rope.dimension_sections [", s0, ", ", s1, ", ", s2, ", ", s3,
+                          "] leave rotated pair ", pair, " to the extra position, which text input does not have");
+        }
+    }
+}
+
+}  // namespace
+
 ModelConfig read_model_config(const io::GgufFile& f) {
     ModelConfig c;
     c.arch_name = f.get_string("general.architecture");
@@ -19,6 +70,8 @@ ModelConfig read_model_config(const io::GgufFile& f) {
         c.arch = Arch::Qwen3;
     } else if (a == "qwen3moe") {
         c.arch = Arch::Qwen3Moe;
+    } else if (a == "qwen35") {
+        c.arch = Arch::Qwen35;
     } else if (a == "gemma2") {
         c.arch = Arch::Gemma2;
     } else if (a == "gemma3") {
@@ -31,10 +84,13 @@ ModelConfig read_model_config(const io::GgufFile& f) {
         c.arch = Arch::Olmo2;
     } else {
         throw Error("model '" + f.path() + "': architecture '" + a +
-                    "' is not supported (supported: llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3, smollm3, olmo2)");
+                    "' is not supported (supported: llama, qwen2, qwen3, qwen3moe, qwen35, gemma2, gemma3, phi3, smollm3, olmo2)");
     }
     c.name = f.get_string("general.name", a);
     c.n_layer = (int)f.get_int(a + ".block_count");
+    // Multi-token-prediction blocks (Qwen3.5's MTP head) are stored after the
+    // model's own layers and are not part of its forward pass.
+    c.n_layer -= (int)f.get_int(a + ".nextn_predict_layers", 0);
     c.n_embd = (int)f.get_int(a + ".embedding_length");
     c.n_ff = (int)f.get_int(a + ".feed_forward_length");
     c.n_head = (int)f.get_int(a + ".attention.head_count");
@@ -64,6 +120,7 @@ ModelConfig read_model_config(const io::GgufFile& f) {
     c.attn_scale = 1.0f / std::sqrt((float)c.head_dim_k);
     c.layer_is_swa.assign(c.n_layer, false);
     c.layer_no_rope.assign(c.n_layer, false);
+    c.layer_is_recurrent.assign(c.n_layer, false);
 
     const auto& tokens = f.get_string_array("tokenizer.ggml.tokens");
     c.n_vocab = (int)f.get_int(a + ".vocab_size", (int64_t)tokens.size());
@@ -93,6 +150,9 @@ ModelConfig read_model_config(const io::GgufFile& f) {
             SPECDEC_CHECK(c.n_ff_exp > 0, "model '", f.path(), "': non-positive expert_feed_forward_length");
             break;
         }
+        case Arch::Qwen35:
+            read_qwen35(f, c);
+            break;
         case Arch::Phi3:
             // Fused QKV and gate-up projections (weights.cpp binds views into
             // them), NeoX RoPE, q scaled before the product. LongRoPE files

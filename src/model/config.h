@@ -13,7 +13,7 @@ class GgufFile;
 
 namespace specdec::model {
 
-enum class Arch { Llama, Qwen2, Qwen3, Qwen3Moe, Gemma2, Gemma3, Phi3, SmolLM3, Olmo2 };
+enum class Arch { Llama, Qwen2, Qwen3, Qwen3Moe, Qwen35, Gemma2, Gemma3, Phi3, SmolLM3, Olmo2 };
 
 // RMS norms of q and k (after the projections, before RoPE).
 enum class QkNorm {
@@ -72,6 +72,26 @@ struct ModelConfig {
     int n_expert = 0;
     int n_expert_used = 0;
     int n_ff_exp = 0;
+    // Qwen3.5: gated DeltaNet (linear attention) layers between the
+    // full-attention ones. A recurrent layer's state per sequence is a causal
+    // convolution window over its q/k/v inputs and, per value head, a
+    // (ssm_d_state x ssm_d_state) matrix (model/delta_net.h). Its full-attention
+    // layers project a gate beside each query head (attn_out_gate).
+    std::vector<bool> layer_is_recurrent;  // (n_layer)
+    int ssm_d_conv = 0;      // convolution width
+    int ssm_d_state = 0;     // head size of q, k and v
+    int ssm_n_k_heads = 0;   // q/k heads (ssm.group_count)
+    int ssm_n_v_heads = 0;   // v heads (ssm.time_step_rank), a multiple of the q/k heads
+    bool attn_out_gate = false;
+
+    int ssm_key_dim() const { return ssm_n_k_heads * ssm_d_state; }
+    int ssm_value_dim() const { return ssm_n_v_heads * ssm_d_state; }
+    int ssm_conv_dim() const { return 2 * ssm_key_dim() + ssm_value_dim(); }
+    // Floats of one recurrent layer's state: the window, then the matrices.
+    size_t ssm_state_floats() const {
+        return (size_t)(ssm_d_conv - 1) * ssm_conv_dim() + (size_t)ssm_n_v_heads * ssm_d_state * ssm_d_state;
+    }
+    bool has_recurrent_layers() const { return ssm_d_state > 0; }
 
     int kv_dim() const { return n_head_kv * head_dim_k; }
     int v_dim() const { return n_head_kv * head_dim_v; }

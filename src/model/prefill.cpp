@@ -29,6 +29,9 @@ const float* prefill_chunked(Transformer& model, kv::KvCache& cache, ThreadPool&
         cache.commit_length(seq, (int)n);
         if (on_chunk) on_chunk(start + (int)off, (int)n, result);
     }
+    // A recurrent model can come back to the prompt's end (a second answer to
+    // the same prompt) only from a saved state.
+    cache.checkpoint(seq);
     return result.row_logits(0);
 }
 

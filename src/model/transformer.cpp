@@ -1,6 +1,7 @@
 #include "model/transformer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "core/error.h"
@@ -57,6 +58,17 @@ Transformer::Transformer(const io::GgufFile& file, int layer_limit)
     SPECDEC_CHECK(layer_limit >= 0 && layer_limit <= config_.n_layer, "model '", file.path(), "' has ",
                   config_.n_layer, " layers; cannot keep ", layer_limit);
     if (layer_limit > 0) layers_ = first_layers(layer_limit);
+    place_states();
+}
+
+void Transformer::place_states() {
+    state_offset_.assign(config_.n_layer, 0);
+    state_floats_ = 0;
+    for (int il : layers_)
+        if (config_.layer_is_recurrent[il]) {
+            state_offset_[il] = state_floats_;
+            state_floats_ += config_.ssm_state_floats();
+        }
 }
 
 Transformer::Transformer(const io::GgufFile& file, const std::vector<int>& keep_layers)
@@ -69,6 +81,7 @@ Transformer::Transformer(const io::GgufFile& file, const std::vector<int>& keep_
     }
     SPECDEC_CHECK(config_.head_dim_k <= 1024, "model '", file.path(), "': head size ", config_.head_dim_k,
                   " is larger than supported (1024)");
+    place_states();
 }
 
 kv::KvCacheOptions Transformer::kv_options(int n_ctx, int n_seq) const {
@@ -77,6 +90,11 @@ kv::KvCacheOptions Transformer::kv_options(int n_ctx, int n_seq) const {
     o.kv_dim = config_.kv_dim();
     o.n_ctx = n_ctx;
     o.n_seq = n_seq;
+    // One state per speculative row up to this many rows of a sequence in one
+    // forward (trees and chains of verification); a longer chain (a prefill
+    // chunk) keeps its last row's state. Page-mapped: rows never written cost no RAM.
+    o.recurrent_floats = state_floats_;
+    o.recurrent_spec_rows = state_floats_ > 0 ? 65 : 0;
     return o;
 }
 
@@ -170,6 +188,80 @@ void Transformer::attention_layer(int il, int cl, const ForwardBatch& b, kv::KvC
     });
 }
 
+void Transformer::mixing_block(int il, int cl, const float* block_in, const ForwardBatch& b, kv::KvCache& cache,
+                               ThreadPool& pool) {
+    const ModelConfig& c = config_;
+    const LayerWeights& L = weights_.layers[il];
+    const int n = b.size();
+    if (c.layer_is_recurrent[il]) {
+        delta_net_.forward(L, c, block_in, rec_rows_, state_offset_[il], cache.recurrent(), o_.data(), pool);
+        return;
+    }
+    {
+        // Q, K and V in one dispatch (one activation quantization per type).
+        // With an output gate (qwen35) wq gives each head's query, then its gate.
+        const kernels::WeightMatrix* ws[] = {&L.wq, &L.wk, &L.wv};
+        float* ys[] = {c.attn_out_gate ? q_gate_.data() : q_.data(), k_.data(), v_.data()};
+        kernels::matmul_group(ws, ys, 3, block_in, n, pool);
+    }
+    kernels::RopeParams rp;
+    rp.n_rot = c.n_rot;
+    rp.neox = c.rope_neox;
+    rp.freq_base = c.layer_is_swa[il] ? c.rope_freq_base_swa : c.rope_freq_base;
+    rp.freq_scale = c.layer_is_swa[il] ? c.rope_freq_scale_swa : c.rope_freq_scale;
+    rp.freq_factors = weights_.rope_freqs;
+    rp.attn_factor = c.rope_attn_factor;
+    if (weights_.rope_factors_long)  // LongRoPE: chosen by the context size, as llama.cpp does
+        rp.freq_factors = cache.n_ctx() > c.n_ctx_orig ? weights_.rope_factors_long : weights_.rope_factors_short;
+    for_rows(pool, n, [&](int i) {
+        float* qi = q_.data() + (size_t)i * c.q_dim();
+        float* ki = k_.data() + (size_t)i * c.kv_dim();
+        float* vi = v_.data() + (size_t)i * c.v_dim();
+        if (c.attn_out_gate) {
+            const int hd = c.head_dim_k;
+            const float* qg = q_gate_.data() + (size_t)i * 2 * c.q_dim();
+            float* gi = gate_q_.data() + (size_t)i * c.q_dim();
+            for (int h = 0; h < c.n_head; ++h) {
+                std::memcpy(qi + (size_t)h * hd, qg + (size_t)2 * h * hd, hd * sizeof(float));
+                std::memcpy(gi + (size_t)h * hd, qg + (size_t)(2 * h + 1) * hd, hd * sizeof(float));
+            }
+        }
+        if (c.qkv_bias) {
+            kernels::add_inplace(qi, L.bq, c.q_dim());
+            kernels::add_inplace(ki, L.bk, c.kv_dim());
+            kernels::add_inplace(vi, L.bv, c.v_dim());
+        }
+        if (c.qk_norm == QkNorm::PerHead) {
+            for (int h = 0; h < c.n_head; ++h)
+                kernels::rmsnorm(qi + h * c.head_dim_k, L.q_norm, qi + h * c.head_dim_k, c.head_dim_k, c.norm_eps);
+            for (int h = 0; h < c.n_head_kv; ++h)
+                kernels::rmsnorm(ki + h * c.head_dim_k, L.k_norm, ki + h * c.head_dim_k, c.head_dim_k, c.norm_eps);
+        } else if (c.qk_norm == QkNorm::Full) {
+            kernels::rmsnorm(qi, L.q_norm, qi, c.q_dim(), c.norm_eps);
+            kernels::rmsnorm(ki, L.k_norm, ki, c.kv_dim(), c.norm_eps);
+        }
+        if (!c.layer_no_rope[il]) {
+            kernels::rope(qi, c.n_head, c.head_dim_k, b.positions[i], rp);
+            kernels::rope(ki, c.n_head_kv, c.head_dim_k, b.positions[i], rp);
+        }
+        if (c.q_prescaled) kernels::scale_inplace(qi, c.attn_scale, c.q_dim());
+        // Store this row's key and value in its speculative slot.
+        const RowPlan& r = plan_[i];
+        uint16_t* kd = cache.k(cl, r.seq, r.slot);
+        uint16_t* vd = cache.v(cl, r.seq, r.slot);
+        for (int d = 0; d < c.kv_dim(); ++d) kd[d] = fp32_to_fp16(ki[d]);
+        for (int d = 0; d < c.v_dim(); ++d) vd[d] = fp32_to_fp16(vi[d]);
+    });
+    attention_layer(il, cl, b, cache, pool);
+    if (c.attn_out_gate)
+        for_rows(pool, n, [&](int i) {
+            float* ai = att_.data() + (size_t)i * c.q_dim();
+            const float* gi = gate_q_.data() + (size_t)i * c.q_dim();
+            for (int d = 0; d < c.q_dim(); ++d) ai[d] *= 1.0f / (1.0f + std::exp(-gi[d]));
+        });
+    kernels::matmul(L.wo, att_.data(), n, o_.data(), pool);
+}
+
 void Transformer::forward(const ForwardBatch& b, kv::KvCache& cache, ThreadPool& pool, ForwardResult& out) {
     const ModelConfig& c = config_;
     plan_rows(b, cache);
@@ -182,6 +274,16 @@ void Transformer::forward(const ForwardBatch& b, kv::KvCache& cache, ThreadPool&
     fit(v_, (size_t)n * c.v_dim());
     fit(att_, (size_t)n * c.q_dim());
     fit(o_, (size_t)n * E);
+    fit(q_gate_, c.attn_out_gate ? (size_t)n * 2 * c.q_dim() : 0);
+    fit(gate_q_, c.attn_out_gate ? (size_t)n * c.q_dim() : 0);
+    for (int i = 0; i < n; ++i) cache.set_pos(plan_[i].seq, plan_[i].slot, b.positions[i]);  // distinct slots per row
+    if (state_floats_ > 0) {
+        SPECDEC_CHECK(cache.recurrent().floats() == state_floats_, "forward: the cache holds recurrent states of ",
+                      cache.recurrent().floats(), " floats, the model needs ", state_floats_);
+        rec_rows_.resize(n);
+        for (int i = 0; i < n; ++i)
+            rec_rows_[i] = {plan_[i].seq, plan_[i].slot - cache.committed(plan_[i].seq), b.parents[i]};
+    }
     const int ffn_rows = std::min(n, kFfnBlockRows);
     fit(gate_, c.n_expert > 0 ? 0 : (size_t)ffn_rows * c.n_ff);
     fit(up_, c.n_expert > 0 ? 0 : (size_t)ffn_rows * c.n_ff);
@@ -211,54 +313,7 @@ void Transformer::forward(const ForwardBatch& b, kv::KvCache& cache, ThreadPool&
                 kernels::rmsnorm(x_.data() + (size_t)i * E, L.attn_norm, h_.data() + (size_t)i * E, E, c.norm_eps);
             });
         }
-        {
-            // Q, K and V in one dispatch (one activation quantization per type).
-            const kernels::WeightMatrix* ws[] = {&L.wq, &L.wk, &L.wv};
-            float* ys[] = {q_.data(), k_.data(), v_.data()};
-            kernels::matmul_group(ws, ys, 3, block_in, n, pool);
-        }
-        kernels::RopeParams rp;
-        rp.n_rot = c.n_rot;
-        rp.neox = c.rope_neox;
-        rp.freq_base = c.layer_is_swa[il] ? c.rope_freq_base_swa : c.rope_freq_base;
-        rp.freq_scale = c.layer_is_swa[il] ? c.rope_freq_scale_swa : c.rope_freq_scale;
-        rp.freq_factors = weights_.rope_freqs;
-        rp.attn_factor = c.rope_attn_factor;
-        if (weights_.rope_factors_long)  // LongRoPE: chosen by the context size, as llama.cpp does
-            rp.freq_factors = cache.n_ctx() > c.n_ctx_orig ? weights_.rope_factors_long : weights_.rope_factors_short;
-        for_rows(pool, n, [&](int i) {
-            float* qi = q_.data() + (size_t)i * c.q_dim();
-            float* ki = k_.data() + (size_t)i * c.kv_dim();
-            float* vi = v_.data() + (size_t)i * c.v_dim();
-            if (c.qkv_bias) {
-                kernels::add_inplace(qi, L.bq, c.q_dim());
-                kernels::add_inplace(ki, L.bk, c.kv_dim());
-                kernels::add_inplace(vi, L.bv, c.v_dim());
-            }
-            if (c.qk_norm == QkNorm::PerHead) {
-                for (int h = 0; h < c.n_head; ++h)
-                    kernels::rmsnorm(qi + h * c.head_dim_k, L.q_norm, qi + h * c.head_dim_k, c.head_dim_k, c.norm_eps);
-                for (int h = 0; h < c.n_head_kv; ++h)
-                    kernels::rmsnorm(ki + h * c.head_dim_k, L.k_norm, ki + h * c.head_dim_k, c.head_dim_k, c.norm_eps);
-            } else if (c.qk_norm == QkNorm::Full) {
-                kernels::rmsnorm(qi, L.q_norm, qi, c.q_dim(), c.norm_eps);
-                kernels::rmsnorm(ki, L.k_norm, ki, c.kv_dim(), c.norm_eps);
-            }
-            if (!c.layer_no_rope[il]) {
-                kernels::rope(qi, c.n_head, c.head_dim_k, b.positions[i], rp);
-                kernels::rope(ki, c.n_head_kv, c.head_dim_k, b.positions[i], rp);
-            }
-            if (c.q_prescaled) kernels::scale_inplace(qi, c.attn_scale, c.q_dim());
-            // Store this row's key and value in its speculative slot.
-            const RowPlan& r = plan_[i];
-            uint16_t* kd = cache.k(cl, r.seq, r.slot);
-            uint16_t* vd = cache.v(cl, r.seq, r.slot);
-            for (int d = 0; d < c.kv_dim(); ++d) kd[d] = fp32_to_fp16(ki[d]);
-            for (int d = 0; d < c.v_dim(); ++d) vd[d] = fp32_to_fp16(vi[d]);
-            if (cl == 0) cache.set_pos(r.seq, r.slot, b.positions[i]);  // distinct slots per row
-        });
-        attention_layer(il, cl, b, cache, pool);
-        kernels::matmul(L.wo, att_.data(), n, o_.data(), pool);
+        mixing_block(il, cl, block_in, b, cache, pool);
         for_rows(pool, n, [&](int i) {
             float* oi = o_.data() + (size_t)i * E;
             if (c.post_norms) kernels::rmsnorm(oi, L.post_attn_norm, oi, E, c.norm_eps);

@@ -12,6 +12,7 @@
 
 #include "kv/kv_cache.h"
 #include "model/config.h"
+#include "model/delta_net.h"
 #include "model/forward_batch.h"
 #include "model/moe_ffn.h"
 #include "model/weights.h"
@@ -56,9 +57,14 @@ private:
         int slot = 0;                 // where this row's K/V go
         std::vector<int> spec_slots;  // visible speculative slots: ancestors and self
     };
+    void place_states();
     void plan_rows(const ForwardBatch& batch, const kv::KvCache& cache);
     // il: model layer (weights, sliding window); cl: its layer in the cache.
     void attention_layer(int il, int cl, const ForwardBatch& batch, kv::KvCache& cache, ThreadPool& pool);
+    // The attention block of layer il: self-attention, or (qwen35) the gated
+    // DeltaNet; writes the block's output, before the residual, to o_.
+    void mixing_block(int il, int cl, const float* block_in, const ForwardBatch& batch, kv::KvCache& cache,
+                      ThreadPool& pool);
     // argmax_only LM head over the m normed rows in h_ (vocabulary slices).
     void lm_head_argmax(int m, ThreadPool& pool, ForwardResult& out);
 
@@ -66,6 +72,10 @@ private:
     ModelConfig config_;
     ModelWeights weights_;
     std::vector<int> layers_;  // model layers run, ascending
+    // Recurrent layers: where each one's part starts in a sequence's state
+    // (indexed by model layer), and the floats of the whole state.
+    std::vector<size_t> state_offset_;
+    size_t state_floats_ = 0;
 
     // Scratch, sized per call (and shrunk when far larger than the call needs).
     // Shapes in rows n of the batch.
@@ -80,6 +90,10 @@ private:
     std::vector<float> gate_;   // (min(n, FFN block), n_ff)
     std::vector<float> up_;     // (min(n, FFN block), n_ff)
     MoeFfn moe_;                // MoE layers' FFN and its scratch
+    DeltaNet delta_net_;        // recurrent layers and their scratch
+    std::vector<RecurrentRow> rec_rows_;  // (n) recurrent layers: each row's sequence, rank and parent
+    std::vector<float> q_gate_; // (n, 2 q_dim) attn_out_gate: query and gate per head, as projected
+    std::vector<float> gate_q_; // (n, q_dim) attn_out_gate: the gates
     std::vector<float> scores_; // (n_workers, n_ctx)
     std::vector<float> slice_;  // argmax_only: (rows with logits, vocabulary slice)
 };

@@ -45,12 +45,19 @@ public:
     }
 
     const float* vec(const std::string& name, int64_t n, bool required = true) {
+        return floats(name, {n}, required);
+    }
+
+    // A small tensor read as floats (dims innermost first, as GGUF gives them).
+    const float* floats(const std::string& name, std::vector<int64_t> dims, bool required = true) {
         const io::GgufTensor* t = f_.find_tensor(name);
         if (!t) {
             SPECDEC_CHECK(!required, "model '", f_.path(), "': missing tensor '", name, "'");
             return nullptr;
         }
-        check_shape(*t, {n});
+        check_shape(*t, dims);
+        int64_t n = 1;
+        for (int64_t d : dims) n *= d;
         if (t->type == TensorType::F32) return reinterpret_cast<const float*>(t->data);
         // Rare: a norm or bias stored as F16/BF16/quantized; keep a float copy.
         SPECDEC_CHECK(kernels::is_supported_weight_type(t->type), "model '", f_.path(), "': tensor '",
@@ -93,6 +100,34 @@ private:
     ModelWeights& w_;
 };
 
+// Qwen3.5: a gated DeltaNet or a gated full-attention block, then the dense
+// FFN, whose pre-norm the file calls post_attention_norm.
+void bind_qwen35_layer(Binder& b, const ModelConfig& c, const std::string& p, int il, LayerWeights& L) {
+    if (c.layer_is_recurrent[il]) {
+        const int conv = c.ssm_conv_dim(), nv = c.ssm_n_v_heads;
+        L.ssm_in = b.matrix(p + "attn_qkv.weight", c.n_embd, conv);
+        L.ssm_z = b.matrix(p + "attn_gate.weight", c.n_embd, c.ssm_value_dim());
+        L.ssm_beta = b.matrix(p + "ssm_beta.weight", c.n_embd, nv);
+        L.ssm_alpha = b.matrix(p + "ssm_alpha.weight", c.n_embd, nv);
+        L.ssm_out = b.matrix(p + "ssm_out.weight", c.ssm_value_dim(), c.n_embd);
+        L.ssm_conv = b.floats(p + "ssm_conv1d.weight", {c.ssm_d_conv, conv});
+        L.ssm_dt_bias = b.vec(p + "ssm_dt.bias", nv);
+        L.ssm_a = b.vec(p + "ssm_a", nv);
+        L.ssm_norm = b.vec(p + "ssm_norm.weight", c.ssm_d_state);
+    } else {
+        L.wq = b.matrix(p + "attn_q.weight", c.n_embd, 2 * (int64_t)c.q_dim());  // query and gate per head
+        L.wk = b.matrix(p + "attn_k.weight", c.n_embd, c.kv_dim());
+        L.wv = b.matrix(p + "attn_v.weight", c.n_embd, c.v_dim());
+        L.wo = b.matrix(p + "attn_output.weight", c.q_dim(), c.n_embd);
+        L.q_norm = b.vec(p + "attn_q_norm.weight", c.head_dim_k);
+        L.k_norm = b.vec(p + "attn_k_norm.weight", c.head_dim_k);
+    }
+    L.ffn_norm = b.vec(p + "post_attention_norm.weight", c.n_embd);
+    L.w_gate = b.matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff);
+    L.w_up = b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
+    L.w_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
+}
+
 }  // namespace
 
 ModelWeights bind_weights(const io::GgufFile& f, const ModelConfig& c) {
@@ -115,6 +150,10 @@ ModelWeights bind_weights(const io::GgufFile& f, const ModelConfig& c) {
         const std::string p = "blk." + std::to_string(il) + ".";
         LayerWeights& L = w.layers[il];
         if (c.pre_norms) L.attn_norm = b.vec(p + "attn_norm.weight", c.n_embd);
+        if (c.arch == Arch::Qwen35) {
+            bind_qwen35_layer(b, c, p, il, L);
+            continue;
+        }
         if (f.find_tensor(p + "attn_qkv.weight")) {
             // Fused (phi3): one product of the same rows either way, so views
             // of it give what separate matrices would.
@@ -170,7 +209,8 @@ size_t weight_bytes_per_token(const ModelWeights& w, const ModelConfig& c) {
     auto bytes = [](const kernels::WeightMatrix& m) { return (size_t)m.n_out * m.row_bytes; };
     size_t total = bytes(w.output) + w.tok_embd.row_bytes;
     for (const LayerWeights& l : w.layers) {
-        for (const kernels::WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.router})
+        for (const kernels::WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.router,
+                                               &l.ssm_in, &l.ssm_z, &l.ssm_beta, &l.ssm_alpha, &l.ssm_out})
             total += bytes(*m);  // unbound matrices (dense vs MoE) have no rows
         for (const ExpertMatrices* e : {&l.gate_exps, &l.up_exps, &l.down_exps})
             total += (size_t)c.n_expert_used * bytes(e->first);
@@ -184,7 +224,8 @@ std::vector<TensorType> matmul_weight_types(const ModelWeights& w) {
         if (m.data && std::find(out.begin(), out.end(), m.type) == out.end()) out.push_back(m.type);
     };
     for (const LayerWeights& l : w.layers) {
-        for (const kernels::WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.router})
+        for (const kernels::WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.router,
+                                               &l.ssm_in, &l.ssm_z, &l.ssm_beta, &l.ssm_alpha, &l.ssm_out})
             add(*m);
         for (const ExpertMatrices* e : {&l.gate_exps, &l.up_exps, &l.down_exps}) add(e->first);
     }

@@ -48,6 +48,16 @@ struct LayerWeights {
     ExpertMatrices gate_exps, up_exps;      // n_expert x (n_ff_exp, n_embd)
     ExpertMatrices down_exps;               // n_expert x (n_embd, n_ff_exp)
     const float* post_ffn_norm = nullptr;   // (n_embd)  gemma3, olmo2
+    // Gated DeltaNet (qwen35's recurrent layers; wq..wo unbound there).
+    kernels::WeightMatrix ssm_in;           // (conv_dim, n_embd) attn_qkv: q, k, v before the convolution
+    kernels::WeightMatrix ssm_z;            // (value_dim, n_embd) attn_gate: the output gate
+    kernels::WeightMatrix ssm_beta;         // (n_v_heads, n_embd) write strength, before its sigmoid
+    kernels::WeightMatrix ssm_alpha;        // (n_v_heads, n_embd) decay, before dt bias and softplus
+    kernels::WeightMatrix ssm_out;          // (n_embd, value_dim)
+    const float* ssm_conv = nullptr;        // (conv_dim, d_conv) causal convolution, oldest tap first
+    const float* ssm_dt_bias = nullptr;     // (n_v_heads)
+    const float* ssm_a = nullptr;           // (n_v_heads) -exp(A_log): decay per unit of softplus
+    const float* ssm_norm = nullptr;        // (d_state) gated RMS norm of each head's output
 };
 
 struct ModelWeights {

@@ -42,6 +42,12 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opts) {
 
 std::unique_ptr<Engine> Engine::load_draft(const Engine& target, const EngineOptions& opts) {
     auto draft = load(opts);
+    // A draft model steps back to the verified prefix after every round; a
+    // recurrent state cannot go back (the target's can: it keeps one state
+    // per verified row).
+    SPECDEC_CHECK(!draft->config().has_recurrent_layers(), "draft model '", opts.model_path, "' (", draft->config().arch_name,
+                  ") has recurrent layers, which a draft model cannot roll back; use a draft without them, ",
+                  "or --method ngram");
     if (opts.model_path != target.options().model_path)
         check_draft_vocabulary({target.options().model_path, target.tokenizer(), target.config().n_vocab},
                                {opts.model_path, draft->tokenizer(), draft->config().n_vocab});

@@ -99,6 +99,12 @@ ARCHS = {
                        post_norms=True, tied=True, attn_softcap=4.0, final_softcap=10.0, sliding_window=24),
     "qwen3moe": ArchSpec("qwen3moe", add_bos=False, head_dim=128, qk_norm="head", n_expert=16, n_expert_used=4,
                          n_ff_exp=256),
+    # Three gated DeltaNet layers, then a gated full-attention layer, as
+    # Qwen3.5 stacks them; twice the value heads of q/k heads (head h reads
+    # q/k head h mod 2), a quarter of each attention head rotated, M-RoPE
+    # sections that cover every rotated pair.
+    "qwen35": ArchSpec("qwen35", pre="qwen35", add_bos=False, n_layer=4, n_rot=16, rope_sections=(3, 3, 2, 0),
+                       ssm_state=64, ssm_k_heads=2, ssm_v_heads=4, tied=True),
 }
 
 # The file types each family is published in (Qwen publishes Qwen3 in BF16,
@@ -115,6 +121,7 @@ MIXES = {
     "gemma2": ["F32", "F16", "Q8_0", "Q4_K_M"],
     # MXFP4_MOE: llama.cpp's file type of the gpt-oss releases (experts MXFP4).
     "qwen3moe": ["F32", "BF16", "Q8_0", "Q4_K_M", "MXFP4_MOE"],
+    "qwen35": ["F32", "F16", "BF16", "Q8_0", "Q6_K", "Q4_K_M"],
 }
 CASES = [(a, m) for a, ms in MIXES.items() for m in ms]
 

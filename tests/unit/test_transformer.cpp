@@ -144,8 +144,19 @@ TEST(Transformer, ForwardContractSyntheticOlmo2) {
     check_forward_contract(*l.model, {3, 2, 1, 9}, {60, 61, 5}, {5, 6, 7}, 1e-4);
 }
 
-TEST(Transformer, CommitPathMatchesFromScratch) {
-    auto l = load_synthetic("llama");
+TEST(Transformer, ForwardContractSyntheticQwen35) {
+    // Recurrent layers: each row's state comes from its parent's (tree
+    // branches, two sequences, commit by path), and matches plain decoding.
+    auto l = load_synthetic("qwen35", 4);
+    ASSERT_TRUE(l.model->config().layer_is_recurrent[0]);
+    ASSERT_FALSE(l.model->config().layer_is_recurrent[3]);
+    check_forward_contract(*l.model, {3, 2, 1, 9}, {60, 61, 5}, {5, 6, 7, 8}, 1e-4);
+}
+
+class CommitPath : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CommitPath, MatchesFromScratch) {
+    auto l = load_synthetic(GetParam(), 4);
     ThreadPool pool(1);
     model::Transformer& m = *l.model;
     // Tree after prefix [1,2]: a=[3,4], b=[5,6]; commit b by path, then decode 7.
@@ -167,6 +178,47 @@ TEST(Transformer, CommitPathMatchesFromScratch) {
     m.forward(b, cache, pool, r);
     const auto ref = sequential_logits(m, pool, {1, 2, 5, 6, 7});
     EXPECT_LE(max_abs_diff(r.row_logits(0), ref[4]), 1e-4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transformer, CommitPath, ::testing::Values("llama", "qwen35"));
+
+TEST(Transformer, Qwen35LongChainsAndRollback) {
+    // A chain longer than the per-row states kept (a prefill chunk) commits
+    // whole and matches plain decoding; part of it cannot be committed, and
+    // the cache can go back to the prompt's end (its checkpoint) or to 0 but
+    // to no other length.
+    auto l = load_synthetic("qwen35", 4);
+    model::Transformer& m = *l.model;
+    ThreadPool pool(2);
+    std::vector<int32_t> toks;
+    for (int i = 0; i < 90; ++i) toks.push_back((i * 7 + 3) % 64);
+    const auto ref = sequential_logits(m, pool, toks);
+    kv::KvCache cache(m.kv_options(128, 1));
+    model::ForwardBatch b;
+    model::ForwardResult r;
+    b.add_chain(std::vector<int32_t>(toks.begin(), toks.begin() + 80), 0, 0, true);
+    m.forward(b, cache, pool, r);
+    EXPECT_THROW(cache.commit_length(0, 70), Error);  // row 69's state was not kept
+    cache.commit_length(0, 80);
+    cache.checkpoint(0);
+    for (int i = 80; i < 90; ++i) {
+        b.clear();
+        b.add(toks[i], i, 0, -1, true);
+        m.forward(b, cache, pool, r);
+        EXPECT_LE(max_abs_diff(r.row_logits(0), ref[i]), 1e-4) << "row " << i;
+        cache.commit_length(0, 1);
+    }
+    EXPECT_THROW(cache.truncate(0, 85), Error);
+    cache.truncate(0, 80);  // the checkpoint
+    b.clear();
+    b.add(toks[80], 80, 0, -1, true);
+    m.forward(b, cache, pool, r);
+    EXPECT_LE(max_abs_diff(r.row_logits(0), ref[80]), 1e-4);
+    cache.truncate(0, 0);
+    b.clear();
+    b.add(toks[0], 0, 0, -1, true);
+    m.forward(b, cache, pool, r);
+    EXPECT_LE(max_abs_diff(r.row_logits(0), ref[0]), 1e-4);
 }
 
 TEST(Transformer, BadBatchesAreErrors) {
