@@ -62,6 +62,12 @@ SPECS = {
     "qwen3moe": ArchSpec("qwen3moe", add_bos=False, n_embd=1024, n_head=16, n_head_kv=4, head_dim=128,
                          n_layer=12, qk_norm="head", n_expert=64, n_expert_used=8, n_ff_exp=768, tied=True,
                          extra_vocab=151936 - 259, ctx_len=4096),
+    # Qwen3.5 0.8B: 18 gated DeltaNet layers (16 q/k and 16 v heads of 128)
+    # and 6 gated full-attention layers (8 heads of 256, 2 KV heads, a quarter
+    # rotated), vocabulary 248320
+    "qwen35": ArchSpec("qwen35", pre="qwen35", add_bos=False, n_embd=1024, n_head=8, n_head_kv=2, head_dim=256,
+                       n_ff=3584, n_layer=24, n_rot=64, rope_sections=(11, 11, 10, 0), rope_base=1e7, ssm_state=128,
+                       ssm_k_heads=16, ssm_v_heads=16, tied=True, extra_vocab=248320 - 259, ctx_len=4096),
 }
 
 

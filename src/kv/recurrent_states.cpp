@@ -1,6 +1,7 @@
 #include "kv/recurrent_states.h"
 
 #include <cstring>
+#include <utility>
 
 #include "core/error.h"
 
@@ -8,27 +9,57 @@ namespace specdec::kv {
 
 RecurrentStates::RecurrentStates(int n_seq, size_t floats, int spec_rows) : floats_(floats), spec_rows_(spec_rows) {
     SPECDEC_CHECK(n_seq > 0 && floats > 0 && spec_rows >= 2, "invalid recurrent state dimensions");
-    // Page-mapped like the KV cache: a sequence that is never used costs no RAM.
-    committed_ = PageBuffer((size_t)n_seq * floats * sizeof(float), "the recurrent states");
-    spec_ = PageBuffer((size_t)n_seq * spec_rows * floats * sizeof(float), "the speculative recurrent states");
-    checkpoint_ = PageBuffer((size_t)n_seq * floats * sizeof(float), "the recurrent state checkpoints");
-    newest_.assign(n_seq, -1);
+    const size_t per_seq = (size_t)spec_rows + 1;
+    states_ = PageBuffer((size_t)n_seq * per_seq * floats * sizeof(float), "the recurrent states");
+    checkpoints_ = PageBuffer((size_t)n_seq * floats * sizeof(float), "the recurrent state checkpoints");
+    phys_.resize((size_t)n_seq * per_seq);
+    for (size_t i = 0; i < phys_.size(); ++i) phys_[i] = (int)i;
+    rows_.assign(n_seq, {});
+    kept_.assign(n_seq, 0);
+    tail_rank_.assign(n_seq, -1);
     checkpoint_len_.assign(n_seq, -1);
 }
 
-const float* RecurrentStates::parent_state(int seq, int parent_rank) {
-    if (parent_rank >= spec_rows_ - 1)
-        SPECDEC_CHECK(newest_[seq] == parent_rank, "recurrent model: row of rank ", parent_rank + 1,
-                      " continues row ", parent_rank, ", whose state is no longer kept (at most ", spec_rows_ - 1,
-                      " rows of a tree per sequence, or one chain)");
-    return spec(seq, parent_rank);
+void RecurrentStates::start_forward(int seq) {
+    rows_[seq].clear();
+    kept_[seq] = 0;
+    tail_rank_[seq] = -1;
+}
+
+void RecurrentStates::place_row(int seq, int rank, int parent_rank, bool keep_own) {
+    SPECDEC_CHECK(rank == (int)rows_[seq].size(), "recurrent states: rows must be placed in rank order");
+    if (parent_rank >= 0 && rows_[seq][parent_rank].slot == tail_slot())
+        SPECDEC_CHECK(tail_rank_[seq] == parent_rank, "recurrent model: speculative row ", rank, " continues row ",
+                      parent_rank, ", whose state is no longer kept (at most ", spec_rows_ - 1,
+                      " rows of a sequence that want logits or branch, per forward)");
+    RowPlace p;
+    p.parent = parent_rank;
+    if (keep_own && kept_[seq] < spec_rows_ - 1) {
+        p.slot = kept_[seq]++;
+    } else {
+        p.slot = tail_slot();
+        tail_rank_[seq] = rank;
+    }
+    rows_[seq].push_back(p);
+}
+
+float* RecurrentStates::parent_state(int seq, int rank) {
+    const int parent = rows_[seq][rank].parent;
+    return parent < 0 ? committed(seq) : row_state(seq, parent);
 }
 
 void RecurrentStates::commit_row(int seq, int rank) {
-    if (rank >= spec_rows_ - 1)
-        SPECDEC_CHECK(newest_[seq] == rank, "recurrent model: cannot commit up to speculative row ", rank,
-                      ": its state is not kept (only the last row of a long chain is)");
-    std::memcpy(committed(seq), spec(seq, rank), floats_ * sizeof(float));
+    SPECDEC_CHECK(rank >= 0 && rank < (int)rows_[seq].size(), "recurrent model: no speculative row ", rank,
+                  " to commit");
+    const int slot = rows_[seq][rank].slot;
+    SPECDEC_CHECK(slot != tail_slot() || tail_rank_[seq] == rank, "recurrent model: cannot commit up to speculative row ",
+                  rank, ": its state is not kept (a row without logits inside a chain)");
+    // The row's buffer becomes the committed one; the old committed buffer is
+    // free for the next forward (every row writes its state before it is read).
+    const size_t base = (size_t)seq * (spec_rows_ + 1);
+    std::swap(phys_[base + committed_slot()], phys_[base + slot]);
+    rows_[seq].clear();  // the forward's other rows are dead now
+    tail_rank_[seq] = -1;
 }
 
 void RecurrentStates::zero(int seq) { std::memset(committed(seq), 0, floats_ * sizeof(float)); }

@@ -2,17 +2,22 @@
 // a convolution window and a matrix per head), per sequence, kept the way the
 // KV cache keeps keys and values so that speculation stays lossless:
 //   - one committed state per sequence: the state after its committed prefix;
-//   - one state per speculative row of the last forward, by the row's rank
-//     among its sequence's rows (the same index commit_length / commit_path
-//     use), so that a commit keeps the state after its last accepted row and
-//     a rejected draft leaves nothing behind;
+//   - the states a forward's rows leave, by the row's rank among its
+//     sequence's rows (the index commit_length / commit_path use), so that a
+//     commit keeps the state after its last accepted row and a rejected draft
+//     leaves nothing behind;
 //   - one checkpoint per sequence: the state at a length saved on purpose
 //     (the end of a prompt), the only shorter prefix a truncate can go back to.
-// A state is a whole sequence's: every recurrent layer's part, one after the
-// other (the model decides the layout). Rows of rank >= spec_rows - 1 share
-// the last speculative state, which then holds the newest of them: a long
-// chain (a prefill chunk) keeps its last row's state only, enough to commit it
-// whole.
+//
+// A state is a whole sequence's (every recurrent layer's part, one after the
+// other; the model decides the layout) and large (Qwen3.5 0.8B: 20 MB), so a
+// row keeps a state of its own only when it may end a commit or has a branch
+// (a row that wants logits, the last row of its sequence in the batch, a row
+// with a child other than the next row); up to spec_rows - 1 rows of a
+// sequence do. Every other row, and rows past that number, write one shared
+// "tail" state, which holds the newest of them: a prefill chunk touches two
+// states, not one per row, and can still be committed whole.
+// A commit swaps buffers instead of copying the state.
 #pragma once
 
 #include <cstddef>
@@ -31,18 +36,19 @@ public:
     size_t floats() const { return floats_; }
     int spec_rows() const { return spec_rows_; }
 
-    float* committed(int seq) { return base(committed_) + (size_t)seq * floats_; }
-    // The state written by the row of rank `rank` in the current forward.
-    float* spec(int seq, int rank) { return base(spec_) + ((size_t)seq * spec_rows_ + slot(rank)) * floats_; }
-    // The forward about to write rank `rank` of `seq` (ranks ascending): where
-    // its parent's state is, or an error when a shared tail state no longer
-    // holds it (a tree of more than spec_rows rows).
-    const float* parent_state(int seq, int parent_rank);
-    void wrote(int seq, int rank) { newest_[seq] = rank; }
-    // A forward starts writing `seq`'s rows from rank 0.
-    void begin_forward(int seq) { newest_[seq] = -1; }
+    float* committed(int seq) { return buffer(seq, committed_slot()); }
 
-    // The state after speculative row `rank` becomes the committed one.
+    // A forward's rows, in batch order: start_forward for each sequence it
+    // touches, then place_row for each row (parent_rank < 0: continues the
+    // committed prefix). Throws specdec::Error when a row's parent state would
+    // already be overwritten (more rows of a tree than states kept).
+    void start_forward(int seq);
+    void place_row(int seq, int rank, int parent_rank, bool keep_own);
+    // The state row `rank` of the current forward writes, and the one it reads.
+    float* row_state(int seq, int rank) { return buffer(seq, rows_[seq][rank].slot); }
+    float* parent_state(int seq, int rank);
+
+    // The state after row `rank` of the last forward becomes the committed one.
     void commit_row(int seq, int rank);
     void zero(int seq);
     void save_checkpoint(int seq, int len);
@@ -52,14 +58,28 @@ public:
     void copy(int src, int dst);
 
 private:
-    int slot(int rank) const { return rank < spec_rows_ - 1 ? rank : spec_rows_ - 1; }
-    static float* base(const PageBuffer& b) { return static_cast<float*>(b.data()); }
-    float* checkpoint(int seq) { return base(checkpoint_) + (size_t)seq * floats_; }
+    struct RowPlace {
+        int slot = 0;
+        int parent = -1;  // parent's rank, or -1
+    };
+    // Logical slots per sequence: 0 .. spec_rows - 2 rows' own, spec_rows - 1
+    // the tail, spec_rows the committed state; phys_ maps them to buffers.
+    int tail_slot() const { return spec_rows_ - 1; }
+    int committed_slot() const { return spec_rows_; }
+    float* buffer(int seq, int slot) {
+        return static_cast<float*>(states_.data()) +
+               (size_t)phys_[(size_t)seq * (spec_rows_ + 1) + slot] * floats_;
+    }
+    float* checkpoint(int seq) { return static_cast<float*>(checkpoints_.data()) + (size_t)seq * floats_; }
 
     size_t floats_ = 0;
     int spec_rows_ = 0;
-    PageBuffer committed_, spec_, checkpoint_;
-    std::vector<int> newest_;          // (n_seq) rank of the newest row in the shared tail state
+    PageBuffer states_;       // (n_seq * (spec_rows + 1), floats): page-mapped, untouched ones cost no RAM
+    PageBuffer checkpoints_;  // (n_seq, floats)
+    std::vector<int> phys_;   // (n_seq, spec_rows + 1) buffer index of each logical slot
+    std::vector<std::vector<RowPlace>> rows_;  // (n_seq) the last forward's rows by rank
+    std::vector<int> kept_;       // (n_seq) own states handed out in the current forward
+    std::vector<int> tail_rank_;  // (n_seq) rank of the row whose state the tail holds, or -1
     std::vector<int> checkpoint_len_;  // (n_seq) -1: none
 };
 

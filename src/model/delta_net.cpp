@@ -62,14 +62,10 @@ void DeltaNet::forward(const LayerWeights& L, const ModelConfig& c, const float*
     // (d_conv multiply-adds per channel) next to the matrices below.
     dst_.resize(n);
     src_.resize(n);
-    for (const RecurrentRow& r : rows) states.begin_forward(r.seq);
     for (int i = 0; i < n; ++i) {
         const RecurrentRow& r = rows[i];
-        const float* parent = r.parent == i ? states.committed(r.seq) : states.parent_state(r.seq, rows[r.parent].rank);
-        float* own = states.spec(r.seq, r.rank);
-        states.wrote(r.seq, r.rank);
-        src_[i] = parent + state_offset;
-        dst_[i] = own + state_offset;
+        src_[i] = states.parent_state(r.seq, r.rank) + state_offset;
+        dst_[i] = states.row_state(r.seq, r.rank) + state_offset;
         const float* win = src_[i];  // (dc - 1, conv), oldest row first
         float* xi = x_.data() + (size_t)i * conv;
         float* new_win = dst_[i];

@@ -9,9 +9,10 @@
 //   per value head, with S (d_state x d_state, row j for value element j):
 //     S = decay * S_parent;  S[j] += beta (v[j] - S[j].k) k;  o[j] = S[j].q / sqrt(d_state)
 //   y = rmsnorm(o) * ssm_norm * SiLU(z), per head;  out = ssm_out y
-// The convolution window and S are the row's recurrent state, written to the
-// row's speculative state (kv::RecurrentStates); the parent's state (the
-// committed one for a row that starts from the prefix) is only read. A row's
+// The convolution window and S are the row's recurrent state, written where
+// kv::RecurrentStates placed the row; its parent's state (the committed one for
+// a row that starts from the prefix) is only read, unless both share the
+// tail state of a chain, which is then updated in place. A row's
 // result depends on its ancestors alone, never on the rest of its batch.
 #pragma once
 
@@ -30,8 +31,7 @@ namespace specdec::model {
 
 struct RecurrentRow {
     int seq = 0;
-    int rank = 0;    // among its sequence's rows in the batch: its speculative state
-    int parent = 0;  // batch row it continues, or itself (continues the committed prefix)
+    int rank = 0;  // among its sequence's rows in the batch (RecurrentStates places its state)
 };
 
 class DeltaNet {

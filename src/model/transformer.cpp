@@ -280,9 +280,25 @@ void Transformer::forward(const ForwardBatch& b, kv::KvCache& cache, ThreadPool&
     if (state_floats_ > 0) {
         SPECDEC_CHECK(cache.recurrent().floats() == state_floats_, "forward: the cache holds recurrent states of ",
                       cache.recurrent().floats(), " floats, the model needs ", state_floats_);
-        rec_rows_.resize(n);
+        // Which rows keep a state of their own (kv/recurrent_states.h): the
+        // ones a commit can end at (a row with logits, the last row of its
+        // sequence) and the ones with a child other than the next row.
+        kv::RecurrentStates& rs = cache.recurrent();
+        std::vector<int> children(n, 0), last_row(cache.n_seq(), -1);
+        for (int i = 0; i < n; ++i) {
+            if (b.parents[i] != i) ++children[b.parents[i]];
+            last_row[plan_[i].seq] = i;
+        }
         for (int i = 0; i < n; ++i)
-            rec_rows_[i] = {plan_[i].seq, plan_[i].slot - cache.committed(plan_[i].seq), b.parents[i]};
+            if (plan_[i].slot == cache.committed(plan_[i].seq)) rs.start_forward(plan_[i].seq);  // its first row
+        rec_rows_.resize(n);
+        for (int i = 0; i < n; ++i) {
+            const int s = plan_[i].seq, p = b.parents[i];
+            const bool next_is_child = i + 1 < n && b.parents[i + 1] == i;
+            const bool keep = b.want_logits[i] || last_row[s] == i || children[i] > (next_is_child ? 1 : 0);
+            rec_rows_[i] = {s, plan_[i].slot - cache.committed(s)};
+            rs.place_row(s, rec_rows_[i].rank, p == i ? -1 : rec_rows_[p].rank, keep);
+        }
     }
     const int ffn_rows = std::min(n, kFfnBlockRows);
     fit(gate_, c.n_expert > 0 ? 0 : (size_t)ffn_rows * c.n_ff);

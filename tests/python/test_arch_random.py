@@ -324,7 +324,7 @@ def test_qwen3moe_expert_count_matters(tmp_path):
     assert moved > 10 * MAX_REL_MEAN_DIFF_F32, f"the expert count changed the logits by only {moved:.2e}"
 
 
-@pytest.mark.parametrize("arch", ["phi3", "phi3-128k", "gemma2", "qwen3moe"])
+@pytest.mark.parametrize("arch", ["phi3", "phi3-128k", "gemma2", "qwen3moe", "qwen35"])
 def test_models_inspect_new_architectures(arch, tmp_path):
     """`specdec models inspect` on each architecture: what it is, and that it runs."""
     spec = ARCHS[arch]
@@ -370,3 +370,29 @@ def test_gemma2_sliding_window_pattern_key(pattern, tmp_path):
     print(f"gemma2 with sliding_window_pattern {pattern}: vs llama.cpp {rel:.2e}; vs the default {moved:.2e}")
     assert rel <= MAX_REL_MEAN_DIFF_F32
     assert moved > 10 * MAX_REL_MEAN_DIFF_F32
+
+
+def test_qwen35_speculation_is_lossless(tmp_path):
+    """Qwen3.5's recurrent layers under speculation: prompt lookup (ngram)
+    verifies chains whose accepted prefix keeps the recurrent state of its last
+    row, and the greedy output is AR's token for token, with drafts accepted
+    (a random model repeats itself, which lookup catches)."""
+    path = tmp_path / "qwen35.gguf"
+    write_model(path, ARCHS["qwen35"], "Q4_K_M")
+    prompt = "The quick brown fox jumps over the lazy dog; the quick brown fox"
+    runs = {m: json.loads(_specdec("generate", "-m", str(path), "-p", prompt, "-n", "64", "--ignore-eos", "--json",
+                                   "-t", "2", "--method", m).stdout) for m in ("ar", "ngram")}
+    assert runs["ngram"]["tokens"] == runs["ar"]["tokens"]
+    assert runs["ngram"]["accepted"] > 0, runs["ngram"]
+
+
+def test_qwen35_draft_model_is_refused(tmp_path):
+    """A draft model steps back after every round, which a recurrent state
+    cannot: a Qwen3.5 draft (or a shallow copy of a Qwen3.5 target) is refused
+    with a clear error, not run wrongly."""
+    path = tmp_path / "qwen35.gguf"
+    write_model(path, ARCHS["qwen35"], "Q4_K_M")
+    for extra in (["-d", str(path)], ["--draft-layers", "2"]):
+        p = subprocess.run([str(SPECDEC_BIN), "generate", "-m", str(path), "-p", "hi", "-n", "4", "--method", "chain",
+                            *extra], capture_output=True, text=True, timeout=60)
+        assert p.returncode != 0 and "has recurrent layers" in p.stderr, p.stderr

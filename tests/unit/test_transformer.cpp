@@ -196,9 +196,14 @@ TEST(Transformer, Qwen35LongChainsAndRollback) {
     kv::KvCache cache(m.kv_options(128, 1));
     model::ForwardBatch b;
     model::ForwardResult r;
-    b.add_chain(std::vector<int32_t>(toks.begin(), toks.begin() + 80), 0, 0, true);
+    const std::vector<int32_t> head(toks.begin(), toks.begin() + 80);
+    b.add_chain(head, 0, 0, false);  // logits for the last row only (a prefill chunk)
     m.forward(b, cache, pool, r);
-    EXPECT_THROW(cache.commit_length(0, 70), Error);  // row 69's state was not kept
+    EXPECT_THROW(cache.commit_length(0, 50), Error);  // row 49 has no logits: its state was not kept
+    b.clear();
+    b.add_chain(head, 0, 0, true);  // every row's logits: the first 64 keep their state
+    m.forward(b, cache, pool, r);
+    EXPECT_THROW(cache.commit_length(0, 70), Error);  // row 69 shares the tail state, which row 79 overwrote
     cache.commit_length(0, 80);
     cache.checkpoint(0);
     for (int i = 80; i < 90; ++i) {
