@@ -68,13 +68,29 @@ SPECS = {
     "qwen35": ArchSpec("qwen35", pre="qwen35", add_bos=False, n_embd=1024, n_head=8, n_head_kv=2, head_dim=256,
                        n_ff=3584, n_layer=24, n_rot=64, rope_sections=(11, 11, 10, 0), rope_base=1e7, ssm_state=128,
                        ssm_k_heads=16, ssm_v_heads=16, tied=True, extra_vocab=248320 - 259, ctx_len=4096),
+    # Qwen3.5 35B-A3B's layer widths (hidden 2048; DeltaNet 16 q/k and 32 v
+    # heads of 128; attention 16 heads of 256, 2 KV heads; experts of 512, 8
+    # routed and one shared) with 32 of its 256 experts, 8 of its 40 layers and
+    # tied embeddings
+    "qwen35moe": ArchSpec("qwen35moe", pre="qwen35", add_bos=False, n_embd=2048, n_head=16, n_head_kv=2,
+                          head_dim=256, n_ff=512, n_layer=8, n_rot=64, rope_sections=(11, 11, 10, 0), rope_base=1e7,
+                          ssm_state=128, ssm_k_heads=16, ssm_v_heads=32, n_expert=32, n_expert_used=8, n_ff_exp=512,
+                          tied=True, extra_vocab=248320 - 259, ctx_len=4096),
 }
 
 
 def params(spec: ArchSpec, n_vocab: int) -> int:
-    attn = spec.n_embd * (2 * spec.q_dim + 2 * spec.kv_dim)
-    ffn = 3 * spec.n_embd * (spec.n_ff_exp * spec.n_expert if spec.n_expert else spec.n_ff)
-    return spec.n_layer * (attn + ffn) + n_vocab * spec.n_embd * (1 if spec.tied else 2)
+    E = spec.n_embd
+    # qwen35: a gated query (twice the rows); DeltaNet layers: q/k/v in, the
+    # output gate, beta and alpha, and the output projection.
+    attn = E * ((4 if spec.ssm_state else 2) * spec.q_dim + 2 * spec.kv_dim) - (E * spec.q_dim if spec.ssm_state else 0)
+    value = spec.ssm_v_heads * spec.ssm_state
+    recurrent = E * (spec.ssm_conv_dim + 2 * value + 2 * spec.ssm_v_heads)
+    ffn = 3 * E * (spec.n_ff_exp * spec.n_expert if spec.n_expert else spec.n_ff)
+    if spec.n_expert and spec.ssm_state:
+        ffn += 3 * E * spec.n_ff  # qwen35moe's shared expert
+    mixing = sum(recurrent if spec.is_recurrent(i) else attn for i in range(spec.n_layer))
+    return mixing + spec.n_layer * ffn + n_vocab * E * (1 if spec.tied else 2)
 
 
 def main() -> int:

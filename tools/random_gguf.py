@@ -218,6 +218,8 @@ def write_model(path: Path, spec: ArchSpec, mix: str = "F32", rope_freqs: np.nda
         w.add_expert_count(spec.n_expert)
         w.add_expert_used_count(spec.n_expert_used)
         w.add_expert_feed_forward_length(spec.n_ff_exp)
+        if spec.ssm_state:  # qwen35moe: a shared expert of n_ff
+            w.add_expert_shared_feed_forward_length(spec.n_ff)
     if spec.vocab == "spm":
         tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + ["▁", "▁▁"]
         scores, types = [0.0] * 259 + [-1.0, -2.0], [2, 3, 3] + [6] * 256 + [1, 1]
@@ -295,6 +297,17 @@ def write_model(path: Path, spec: ArchSpec, mix: str = "F32", rope_freqs: np.nda
             vec(p + "attn_q_norm.weight", spec.head_dim)
             vec(p + "attn_k_norm.weight", spec.head_dim)
         vec(p + "post_attention_norm.weight", E)  # the FFN's pre-norm
+        if spec.n_expert:
+            mat(p + "ffn_gate_inp.weight", spec.n_expert, E, 2 / np.sqrt(E), i)
+            mat(p + "ffn_gate_exps.weight", spec.n_ff_exp, E, 1 / np.sqrt(E), i, spec.n_expert)
+            mat(p + "ffn_up_exps.weight", spec.n_ff_exp, E, 1 / np.sqrt(E), i, spec.n_expert)
+            mat(p + "ffn_down_exps.weight", E, spec.n_ff_exp, 2 / np.sqrt(spec.n_ff_exp), i, spec.n_expert)
+            # The shared expert's gate: one weight row (1-D, never quantized).
+            w.add_tensor(p + "ffn_gate_inp_shexp.weight", (rng.standard_normal(E) / np.sqrt(E)).astype(np.float32))
+            mat(p + "ffn_gate_shexp.weight", spec.n_ff, E, 1 / np.sqrt(E), i)
+            mat(p + "ffn_up_shexp.weight", spec.n_ff, E, 1 / np.sqrt(E), i)
+            mat(p + "ffn_down_shexp.weight", E, spec.n_ff, 1 / np.sqrt(spec.n_ff), i)
+            return
         mat(p + "ffn_gate.weight", spec.n_ff, E, 1 / np.sqrt(E), i)
         mat(p + "ffn_up.weight", spec.n_ff, E, 1 / np.sqrt(E), i)
         mat(p + "ffn_down.weight", E, spec.n_ff, 1 / np.sqrt(spec.n_ff), i)

@@ -9,6 +9,18 @@ namespace specdec::model {
 
 namespace {
 
+// A mixture-of-experts FFN in every layer (qwen3moe, qwen35moe).
+void read_experts(const io::GgufFile& f, ModelConfig& c) {
+    const std::string& a = c.arch_name;
+    c.n_expert = (int)f.get_int(a + ".expert_count");
+    c.n_expert_used = (int)f.get_int(a + ".expert_used_count");
+    SPECDEC_CHECK(c.n_expert > 0 && c.n_expert_used > 0 && c.n_expert_used <= c.n_expert, "model '", f.path(), "': ",
+                  c.n_expert_used, " of ", c.n_expert, " experts per token is not valid");
+    // llama.cpp's fallback when the file does not give the expert width.
+    c.n_ff_exp = (int)f.get_int(a + ".expert_feed_forward_length", c.n_ff / c.n_expert_used);
+    SPECDEC_CHECK(c.n_ff_exp > 0, "model '", f.path(), "': non-positive expert_feed_forward_length");
+}
+
 // Qwen3.5 (llama.cpp's qwen35): three gated DeltaNet layers, then one gated
 // full-attention layer (per-head q/k norms, partial NeoX-type rotation).
 void read_qwen35(const io::GgufFile& f, ModelConfig& c) {
@@ -72,6 +84,8 @@ ModelConfig read_model_config(const io::GgufFile& f) {
         c.arch = Arch::Qwen3Moe;
     } else if (a == "qwen35") {
         c.arch = Arch::Qwen35;
+    } else if (a == "qwen35moe") {
+        c.arch = Arch::Qwen35Moe;
     } else if (a == "gemma2") {
         c.arch = Arch::Gemma2;
     } else if (a == "gemma3") {
@@ -84,7 +98,7 @@ ModelConfig read_model_config(const io::GgufFile& f) {
         c.arch = Arch::Olmo2;
     } else {
         throw Error("model '" + f.path() + "': architecture '" + a +
-                    "' is not supported (supported: llama, qwen2, qwen3, qwen3moe, qwen35, gemma2, gemma3, phi3, smollm3, olmo2)");
+                    "' is not supported (supported: llama, qwen2, qwen3, qwen3moe, qwen35, qwen35moe, gemma2, gemma3, phi3, smollm3, olmo2)");
     }
     c.name = f.get_string("general.name", a);
     c.n_layer = (int)f.get_int(a + ".block_count");
@@ -137,21 +151,21 @@ ModelConfig read_model_config(const io::GgufFile& f) {
             c.rope_neox = true;
             c.qk_norm = QkNorm::PerHead;
             break;
-        case Arch::Qwen3Moe: {
+        case Arch::Qwen3Moe:
             // Qwen3 whose FFN is a mixture of experts (every layer).
             c.rope_neox = true;
             c.qk_norm = QkNorm::PerHead;
-            c.n_expert = (int)f.get_int(a + ".expert_count");
-            c.n_expert_used = (int)f.get_int(a + ".expert_used_count");
-            SPECDEC_CHECK(c.n_expert > 0 && c.n_expert_used > 0 && c.n_expert_used <= c.n_expert, "model '",
-                          f.path(), "': ", c.n_expert_used, " of ", c.n_expert, " experts per token is not valid");
-            // llama.cpp's fallback when the file does not give the expert width.
-            c.n_ff_exp = (int)f.get_int(a + ".expert_feed_forward_length", c.n_ff / c.n_expert_used);
-            SPECDEC_CHECK(c.n_ff_exp > 0, "model '", f.path(), "': non-positive expert_feed_forward_length");
+            read_experts(f, c);
             break;
-        }
         case Arch::Qwen35:
             read_qwen35(f, c);
+            break;
+        case Arch::Qwen35Moe:
+            // Qwen3.5 whose FFN is routed experts plus a gated shared expert.
+            read_qwen35(f, c);
+            read_experts(f, c);
+            c.n_ff_shexp = (int)f.get_int(a + ".expert_shared_feed_forward_length", c.n_ff);
+            SPECDEC_CHECK(c.n_ff_shexp > 0, "model '", f.path(), "': non-positive expert_shared_feed_forward_length");
             break;
         case Arch::Phi3:
             // Fused QKV and gate-up projections (weights.cpp binds views into

@@ -13,7 +13,7 @@ class GgufFile;
 
 namespace specdec::model {
 
-enum class Arch { Llama, Qwen2, Qwen3, Qwen3Moe, Qwen35, Gemma2, Gemma3, Phi3, SmolLM3, Olmo2 };
+enum class Arch { Llama, Qwen2, Qwen3, Qwen3Moe, Qwen35, Qwen35Moe, Gemma2, Gemma3, Phi3, SmolLM3, Olmo2 };
 
 // RMS norms of q and k (after the projections, before RoPE).
 enum class QkNorm {
@@ -72,6 +72,9 @@ struct ModelConfig {
     int n_expert = 0;
     int n_expert_used = 0;
     int n_ff_exp = 0;
+    // qwen35moe: a shared expert beside the routed ones, in every layer, whose
+    // output is scaled by a sigmoid gate of its own. 0: none.
+    int n_ff_shexp = 0;
     // Qwen3.5: gated DeltaNet (linear attention) layers between the
     // full-attention ones. A recurrent layer's state per sequence is a causal
     // convolution window over its q/k/v inputs and, per value head, a

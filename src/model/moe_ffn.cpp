@@ -1,6 +1,7 @@
 #include "model/moe_ffn.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 
@@ -82,6 +83,30 @@ void MoeFfn::forward(const LayerWeights& L, const ModelConfig& c, const float* x
         for (int d = 0; d < E; ++d) o[d] = y[d] * w[0];
         for (int j = 1; j < K; ++j)
             for (int d = 0; d < E; ++d) o[d] += y[(size_t)j * E + d] * w[j];
+    }
+    if (L.shexp_gate.data) shared_expert(L, c, x, n, out, pool);
+}
+
+void MoeFfn::shared_expert(const LayerWeights& L, const ModelConfig& c, const float* x, int n, float* out,
+                           ThreadPool& pool) {
+    // qwen35moe: out += down(silu(gate x) * up x) * sigmoid(shexp_gate . x),
+    // the product first, then the add (ggml_mul, then ggml_add).
+    const int E = c.n_embd, F = c.n_ff_shexp;
+    gate_.resize((size_t)n * F);
+    up_.resize((size_t)n * F);
+    yg_.resize((size_t)n * E);
+    probs_.resize(n);  // routing is done: its scratch holds the gate logits
+    const kernels::WeightMatrix* ws[] = {&L.w_gate_shexp, &L.w_up_shexp, &L.shexp_gate};
+    float* ys[] = {gate_.data(), up_.data(), probs_.data()};
+    kernels::matmul_group(ws, ys, 3, x, n, pool);
+    for (int i = 0; i < n; ++i)
+        kernels::silu_mul(gate_.data() + (size_t)i * F, up_.data() + (size_t)i * F, gate_.data() + (size_t)i * F, F);
+    kernels::matmul(L.w_down_shexp, gate_.data(), n, yg_.data(), pool);
+    for (int i = 0; i < n; ++i) {
+        const float g = 1.0f / (1.0f + std::exp(-probs_[i]));
+        float* o = out + (size_t)i * E;
+        const float* y = yg_.data() + (size_t)i * E;
+        for (int d = 0; d < E; ++d) o[d] += y[d] * g;
     }
 }
 

@@ -1,9 +1,10 @@
-// The mixture-of-experts FFN of one layer (qwen3moe), as llama.cpp's
+// The mixture-of-experts FFN of one layer (qwen3moe, qwen35moe), as llama.cpp's
 // build_moe_ffn computes it for that architecture: router logits
 // (ffn_gate_inp), softmax over the experts, the n_expert_used most probable
 // (ggml's descending argsort), their probabilities renormalised to sum 1, and
 // the output sum over those experts of weight * down(silu(gate(x)) * up(x)),
-// added in rank order.
+// added in rank order; qwen35moe adds a shared expert that every row runs,
+// scaled by a sigmoid gate of its own.
 //
 // Each row is routed on its own, and an expert's matrices are read only when
 // some row of the batch selected it: the rows that chose an expert are
@@ -31,6 +32,7 @@ public:
     void forward(const LayerWeights& L, const ModelConfig& c, const float* x, int n, float* out, ThreadPool& pool);
 
 private:
+    void shared_expert(const LayerWeights& L, const ModelConfig& c, const float* x, int n, float* out, ThreadPool& pool);
     // Scratch, shapes in rows n of the call, k = n_expert_used.
     std::vector<float> probs_;     // (n, n_expert) router probabilities
     std::vector<int> chosen_;      // (n, k) expert ids, most probable first

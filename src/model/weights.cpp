@@ -17,6 +17,9 @@ public:
         return bind(name, {n_in, n_out}, n_out);
     }
 
+    // A 1-D tensor used as a matrix of one output row (a gate's weights).
+    kernels::WeightMatrix row(const std::string& name, int64_t n_in) { return bind(name, {n_in}, 1); }
+
     // A tensor of several matrices stacked by rows (phi3's attn_qkv, ffn_up):
     // one view per part, n_outs[i] rows each, in order.
     std::vector<kernels::WeightMatrix> stacked(const std::string& name, int64_t n_in,
@@ -123,6 +126,17 @@ void bind_qwen35_layer(Binder& b, const ModelConfig& c, const std::string& p, in
         L.k_norm = b.vec(p + "attn_k_norm.weight", c.head_dim_k);
     }
     L.ffn_norm = b.vec(p + "post_attention_norm.weight", c.n_embd);
+    if (c.n_expert > 0) {  // qwen35moe
+        L.router = b.matrix(p + "ffn_gate_inp.weight", c.n_embd, c.n_expert);
+        L.gate_exps = b.experts(p + "ffn_gate_exps.weight", c.n_embd, c.n_ff_exp, c.n_expert);
+        L.up_exps = b.experts(p + "ffn_up_exps.weight", c.n_embd, c.n_ff_exp, c.n_expert);
+        L.down_exps = b.experts(p + "ffn_down_exps.weight", c.n_ff_exp, c.n_embd, c.n_expert);
+        L.shexp_gate = b.row(p + "ffn_gate_inp_shexp.weight", c.n_embd);
+        L.w_gate_shexp = b.matrix(p + "ffn_gate_shexp.weight", c.n_embd, c.n_ff_shexp);
+        L.w_up_shexp = b.matrix(p + "ffn_up_shexp.weight", c.n_embd, c.n_ff_shexp);
+        L.w_down_shexp = b.matrix(p + "ffn_down_shexp.weight", c.n_ff_shexp, c.n_embd);
+        return;
+    }
     L.w_gate = b.matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff);
     L.w_up = b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
     L.w_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
@@ -150,7 +164,7 @@ ModelWeights bind_weights(const io::GgufFile& f, const ModelConfig& c) {
         const std::string p = "blk." + std::to_string(il) + ".";
         LayerWeights& L = w.layers[il];
         if (c.pre_norms) L.attn_norm = b.vec(p + "attn_norm.weight", c.n_embd);
-        if (c.arch == Arch::Qwen35) {
+        if (c.arch == Arch::Qwen35 || c.arch == Arch::Qwen35Moe) {
             bind_qwen35_layer(b, c, p, il, L);
             continue;
         }
@@ -210,7 +224,8 @@ size_t weight_bytes_per_token(const ModelWeights& w, const ModelConfig& c) {
     size_t total = bytes(w.output) + w.tok_embd.row_bytes;
     for (const LayerWeights& l : w.layers) {
         for (const kernels::WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.router,
-                                               &l.ssm_in, &l.ssm_z, &l.ssm_beta, &l.ssm_alpha, &l.ssm_out})
+                                               &l.ssm_in, &l.ssm_z, &l.ssm_beta, &l.ssm_alpha, &l.ssm_out, &l.shexp_gate,
+                                               &l.w_gate_shexp, &l.w_up_shexp, &l.w_down_shexp})
             total += bytes(*m);  // unbound matrices (dense vs MoE) have no rows
         for (const ExpertMatrices* e : {&l.gate_exps, &l.up_exps, &l.down_exps})
             total += (size_t)c.n_expert_used * bytes(e->first);
@@ -225,7 +240,8 @@ std::vector<TensorType> matmul_weight_types(const ModelWeights& w) {
     };
     for (const LayerWeights& l : w.layers) {
         for (const kernels::WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.router,
-                                               &l.ssm_in, &l.ssm_z, &l.ssm_beta, &l.ssm_alpha, &l.ssm_out})
+                                               &l.ssm_in, &l.ssm_z, &l.ssm_beta, &l.ssm_alpha, &l.ssm_out, &l.shexp_gate,
+                                               &l.w_gate_shexp, &l.w_up_shexp, &l.w_down_shexp})
             add(*m);
         for (const ExpertMatrices* e : {&l.gate_exps, &l.up_exps, &l.down_exps}) add(e->first);
     }

@@ -47,6 +47,10 @@ struct LayerWeights {
     kernels::WeightMatrix router;           // (n_expert, n_embd) ffn_gate_inp
     ExpertMatrices gate_exps, up_exps;      // n_expert x (n_ff_exp, n_embd)
     ExpertMatrices down_exps;               // n_expert x (n_embd, n_ff_exp)
+    // Shared expert (qwen35moe): always run, scaled by sigmoid(shexp_gate . x).
+    kernels::WeightMatrix shexp_gate;       // (1, n_embd) ffn_gate_inp_shexp
+    kernels::WeightMatrix w_gate_shexp, w_up_shexp;  // (n_ff_shexp, n_embd)
+    kernels::WeightMatrix w_down_shexp;     // (n_embd, n_ff_shexp)
     const float* post_ffn_norm = nullptr;   // (n_embd)  gemma3, olmo2
     // Gated DeltaNet (qwen35's recurrent layers; wq..wo unbound there).
     kernels::WeightMatrix ssm_in;           // (conv_dim, n_embd) attn_qkv: q, k, v before the convolution

@@ -105,6 +105,11 @@ ARCHS = {
     # sections that cover every rotated pair.
     "qwen35": ArchSpec("qwen35", pre="qwen35", add_bos=False, n_layer=4, n_rot=16, rope_sections=(3, 3, 2, 0),
                        ssm_state=64, ssm_k_heads=2, ssm_v_heads=4, tied=True),
+    # Qwen3.5's MoE variant: the same layers with top-4 of 16 routed experts
+    # and a shared expert under a sigmoid gate in every layer.
+    "qwen35moe": ArchSpec("qwen35moe", pre="qwen35", add_bos=False, n_layer=4, n_rot=16, rope_sections=(3, 3, 2, 0),
+                          ssm_state=64, ssm_k_heads=2, ssm_v_heads=4, n_expert=16, n_expert_used=4, n_ff_exp=256,
+                          tied=True),
 }
 
 # The file types each family is published in (Qwen publishes Qwen3 in BF16,
@@ -122,6 +127,7 @@ MIXES = {
     # MXFP4_MOE: llama.cpp's file type of the gpt-oss releases (experts MXFP4).
     "qwen3moe": ["F32", "BF16", "Q8_0", "Q4_K_M", "MXFP4_MOE"],
     "qwen35": ["F32", "F16", "BF16", "Q8_0", "Q6_K", "Q4_K_M"],
+    "qwen35moe": ["F32", "BF16", "Q8_0", "Q4_K_M"],
 }
 CASES = [(a, m) for a, ms in MIXES.items() for m in ms]
 
