@@ -45,6 +45,13 @@ Architecture by architecture, what the files exercise:
     layer: router (ffn_gate_inp, F32 in every file type as llama.cpp's
     quantizer leaves it), 3-D expert tensors ffn_{gate,up,down}_exps, top-4 of
     16 experts per token with renormalised weights.
+  * Qwen3.5 (qwen35): three gated DeltaNet layers (causal convolution, L2-
+    normalised q/k, a per-head matrix state updated by the delta rule, gated
+    RMS norm) and a gated full-attention layer (query and gate per head,
+    per-head q/k norms, partial rotation with M-RoPE sections); twice as many
+    value heads as q/k heads. Qwen3.5-MoE (qwen35moe) adds routed experts and
+    a shared expert under a sigmoid gate. Their speculation tests: prompt
+    lookup's greedy output equals AR's, a recurrent draft model is refused.
 
 Weight types and how the files are made: tools/random_gguf.py (the same writer
 makes tools/bench_arch.py's realistic-size files).
@@ -330,7 +337,7 @@ def test_qwen3moe_expert_count_matters(tmp_path):
     assert moved > 10 * MAX_REL_MEAN_DIFF_F32, f"the expert count changed the logits by only {moved:.2e}"
 
 
-@pytest.mark.parametrize("arch", ["phi3", "phi3-128k", "gemma2", "qwen3moe", "qwen35"])
+@pytest.mark.parametrize("arch", ["phi3", "phi3-128k", "gemma2", "qwen3moe", "qwen35", "qwen35moe"])
 def test_models_inspect_new_architectures(arch, tmp_path):
     """`specdec models inspect` on each architecture: what it is, and that it runs."""
     spec = ARCHS[arch]
