@@ -320,10 +320,15 @@ PreTokenizer pretokenizer_from_name(const std::string& pre) {
     throw Error("tokenizer: unsupported pre-tokenizer '" + pre + "' (tokenizer.ggml.pre)");
 }
 
-bool pretokenizer_ignores_merges(const std::string& pre) {
+// The names llama.cpp groups as its LLAMA3 pre-tokenizer type.
+static bool is_llama3_name(const std::string& pre) {
     return pre == "llama3" || pre == "llama-v3" || pre == "llama-bpe" || pre == "falcon3" || pre == "falcon-h1" ||
            pre == "pixtral" || pre == "midm-2.0" || pre == "lfm2" || pre == "jina-v5-nano";
 }
+
+bool pretokenizer_ignores_merges(const std::string& pre) { return is_llama3_name(pre); }
+
+bool pretokenizer_adds_bos(const std::string& pre) { return is_llama3_name(pre); }
 
 std::vector<std::string> pretokenize(PreTokenizer type, std::string_view text) {
     const std::vector<uint32_t> cpts = unicode::decode_utf8(text);

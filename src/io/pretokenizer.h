@@ -37,6 +37,11 @@ PreTokenizer pretokenizer_from_name(const std::string& pre);
 // (set for the Llama 3 names, not for dbrx or smaug-bpe, which share the split).
 bool pretokenizer_ignores_merges(const std::string& pre);
 
+// llama.cpp's add_bos default for a tokenizer.ggml.pre name, used when the file
+// has no tokenizer.ggml.add_bos_token: on for the Llama 3 names (a Llama 3
+// file without the key still starts every prompt with <|begin_of_text|>).
+bool pretokenizer_adds_bos(const std::string& pre);
+
 // Splits UTF-8 text into words (still UTF-8, not byte-encoded). Invalid UTF-8
 // becomes U+FFFD, as in llama.cpp.
 std::vector<std::string> pretokenize(PreTokenizer type, std::string_view text);

@@ -136,6 +136,7 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& file) {
         t->bos_ = model == "gemma4" ? -1 : 11;
         t->eos_ = model == "gemma4" ? -1 : 11;
         t->add_space_prefix_ = false;
+        t->add_bos_ = pretokenizer_adds_bos(pre_name);  // the file's add_bos_token overrides it below
     } else if (t->kind_ == Kind::Wpm) {
         // llama.cpp's BERT defaults: [CLS] 101 as BOS, [SEP] 102, [UNK] 100.
         t->bos_ = 101;
