@@ -17,6 +17,8 @@ int cmd_dev(int argc, char** argv);
 int render_template(const std::string& in_path, const std::string& out_path);
 // specdec dev eagle3-dump IN OUT (apps/cmd_dev_eagle3.cpp).
 int eagle3_dump(const std::string& in_path, const std::string& out_path);
+// specdec dev features IN OUT (apps/cmd_dev_features.cpp).
+int dump_features(const std::string& in_path, const std::string& out_path);
 int cmd_serve(int argc, char** argv);
 int cmd_calibrate(int argc, char** argv);
 

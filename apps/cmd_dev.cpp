@@ -159,7 +159,7 @@ int tokenize_dump(const std::string& in_path, const std::string& out_path) {
 
 int cmd_dev(int argc, char** argv) {
     if (argc != 4) {
-        std::fprintf(stderr, "usage: specdec dev kernel-dump|tokenize-dump|render-template|eagle3-dump IN OUT\n");
+        std::fprintf(stderr, "usage: specdec dev kernel-dump|tokenize-dump|render-template|eagle3-dump|features IN OUT\n");
         return 1;
     }
     const std::string tool = argv[1];
@@ -167,6 +167,7 @@ int cmd_dev(int argc, char** argv) {
     if (tool == "tokenize-dump") return tokenize_dump(argv[2], argv[3]);
     if (tool == "render-template") return render_template(argv[2], argv[3]);
     if (tool == "eagle3-dump") return eagle3_dump(argv[2], argv[3]);
+    if (tool == "features") return dump_features(argv[2], argv[3]);
     throw Error("unknown dev tool '" + tool + "'");
 }
 
