@@ -6,12 +6,16 @@
 // recomputes the target's next-token distribution with its LM head; storing
 // that instead of logits keeps a 49k-152k vocabulary off the disk.
 //
-// IN (JSON): {"model", "threads", "chunk" (default 512), "sequences":
-// [{"tokens": [...], "out": PATH}, ...]}. For each sequence PATH receives
+// IN (JSON): {"model", "threads", "ctx", "chunk" (default 512), "sequences":
+// [{"out": PATH, and "tokens": [...], or a prompt tokenized as `generate`
+// does it ("messages": [{"role", "content"}] through the chat template, or
+// "prompt": raw text) followed by "append": [token ids of the response]}]}.
+// For each sequence PATH receives
 // raw float16 rows (n, 4 * n_embd): [layer 2 in | layer L/2 in | layer L-3 in
 // | last layer out]. Values beyond float16's range are clamped (a residual
 // stream's outliers stay well inside it on the packaged models).
-// OUT (JSON): n_embd, n_layer, feature_layers, and per sequence its n_tokens.
+// OUT (JSON): n_embd, n_layer, feature_layers, and per sequence n_tokens and
+// n_prompt (the tokens before "append": training's loss covers the rest).
 // One engine serves the whole list; progress goes to stderr.
 #include <algorithm>
 #include <chrono>
@@ -34,6 +38,7 @@ int dump_features(const std::string& in_path, const std::string& out_path) {
     runtime::EngineOptions eo;
     eo.model_path = runtime::resolve_model(req.at("model").get<std::string>());
     eo.n_threads = req.value("threads", 1);
+    eo.n_ctx = req.value("ctx", 0);
     auto engine = runtime::Engine::load(eo);
     const int L = engine->config().n_layer, E = engine->config().n_embd;
     const int chunk = req.value("chunk", 512);
@@ -52,8 +57,21 @@ int dump_features(const std::string& in_path, const std::string& out_path) {
     size_t done_tokens = 0;
     const auto& seqs = req.at("sequences");
     for (size_t si = 0; si < seqs.size(); ++si) {
-        const auto tokens = seqs[si].at("tokens").get<std::vector<int32_t>>();
-        const std::string path = seqs[si].at("out").get<std::string>();
+        const nlohmann::json& sj = seqs[si];
+        std::vector<int32_t> tokens;
+        if (sj.contains("tokens")) {
+            tokens = sj.at("tokens").get<std::vector<int32_t>>();
+        } else {
+            runtime::GenerateRequest gr;
+            if (sj.contains("messages"))
+                for (const auto& m : sj.at("messages")) gr.messages.push_back({m.at("role"), m.at("content")});
+            else
+                gr.prompt = sj.at("prompt").get<std::string>();
+            tokens = runtime::tokenize_request(*engine, gr);
+        }
+        const int n_prompt = (int)tokens.size();
+        for (int32_t t : sj.value("append", std::vector<int32_t>{})) tokens.push_back(t);
+        const std::string path = sj.at("out").get<std::string>();
         const int n = (int)tokens.size();
         SPECDEC_CHECK(n >= 1 && n <= engine->n_ctx(), "features: sequence ", si, " has ", n,
                       " tokens; the context holds ", engine->n_ctx());
@@ -84,7 +102,7 @@ int dump_features(const std::string& in_path, const std::string& out_path) {
         SPECDEC_CHECK(f, "cannot write '", path, "'");
         const size_t wrote = std::fwrite(rows.data(), sizeof(uint16_t), rows.size(), f);
         SPECDEC_CHECK(std::fclose(f) == 0 && wrote == rows.size(), "short write to '", path, "'");
-        out["sequences"].push_back({{"out", path}, {"n_tokens", n}});
+        out["sequences"].push_back({{"out", path}, {"n_tokens", n}, {"n_prompt", n_prompt}});
         done_tokens += (size_t)n;
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         std::fprintf(stderr, "[features] %zu/%zu sequences, %zu tokens, %.1f tok/s\n", si + 1, seqs.size(),
