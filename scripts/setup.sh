@@ -13,6 +13,9 @@
 #                           libFuzzer (Debian) for scripts/fuzz.sh; and
 #                           Debian's chromium, the headless browser that
 #                           tests the chat page (tests/python/test_chat_page.py).
+#                           And .venv-train for training EAGLE-3 heads
+#                           (tools/eagle3_train.py): Debian's python3-torch (CPU)
+#                           plus tools/requirements-train.txt, about a minute.
 # Idempotent and quick when nothing changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +34,7 @@ APT_PACKAGES=(build-essential cmake ninja-build git libgtest-dev libgmock-dev li
 # page (`specdec serve`'s GET /) is tested in a real browser: headless chromium.
 # ccache: the test command's builds (release, then the Python wheel's engine
 # objects) share compiles through it.
-[ "$mode" = test ] && APT_PACKAGES+=(clang libclang-rt-14-dev chromium ccache)
+[ "$mode" = test ] && APT_PACKAGES+=(clang libclang-rt-14-dev chromium ccache python3-torch)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -81,4 +84,15 @@ if [ "$mode" = test ]; then
   fi
   # A no-op past the copy check once built (its own stamp).
   tools/build_llamacpp.sh >/dev/null
+  # EAGLE-3 training's environment: Debian's torch and numpy seen through
+  # --system-site-packages, the gguf reader and safetensors on top (no deps).
+  train_stamp=".venv-train/.requirements.sha256"
+  want_train=$( (cat tools/requirements-train.txt; echo "$py_version") | sha256sum | cut -d' ' -f1)
+  if [ "$(cat "$train_stamp" 2>/dev/null)" != "$want_train" ]; then
+    echo "[setup] creating .venv-train (Debian's python3-torch + tools/requirements-train.txt)" >&2
+    rm -rf .venv-train
+    "$BASE_PY" -m venv --system-site-packages .venv-train
+    .venv-train/bin/pip install -q --no-deps -r tools/requirements-train.txt
+    echo "$want_train" > "$train_stamp"
+  fi
 fi
