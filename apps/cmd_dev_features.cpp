@@ -14,8 +14,8 @@
 // raw float16 rows (n, 4 * n_embd): [layer 2 in | layer L/2 in | layer L-3 in
 // | last layer out]. Values beyond float16's range are clamped (a residual
 // stream's outliers stay well inside it on the packaged models).
-// OUT (JSON): n_embd, n_layer, feature_layers, and per sequence n_tokens and
-// n_prompt (the tokens before "append": training's loss covers the rest).
+// OUT (JSON): n_embd, n_layer, feature_layers, and per sequence its tokens,
+// n_tokens and n_prompt (the tokens before "append": training's loss covers the rest).
 // One engine serves the whole list; progress goes to stderr.
 #include <algorithm>
 #include <chrono>
@@ -102,7 +102,7 @@ int dump_features(const std::string& in_path, const std::string& out_path) {
         SPECDEC_CHECK(f, "cannot write '", path, "'");
         const size_t wrote = std::fwrite(rows.data(), sizeof(uint16_t), rows.size(), f);
         SPECDEC_CHECK(std::fclose(f) == 0 && wrote == rows.size(), "short write to '", path, "'");
-        out["sequences"].push_back({{"out", path}, {"n_tokens", n}, {"n_prompt", n_prompt}});
+        out["sequences"].push_back({{"out", path}, {"n_tokens", n}, {"n_prompt", n_prompt}, {"tokens", tokens}});
         done_tokens += (size_t)n;
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         std::fprintf(stderr, "[features] %zu/%zu sequences, %zu tokens, %.1f tok/s\n", si + 1, seqs.size(),
