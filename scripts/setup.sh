@@ -34,7 +34,11 @@ APT_PACKAGES=(build-essential cmake ninja-build git libgtest-dev libgmock-dev li
 # page (`specdec serve`'s GET /) is tested in a real browser: headless chromium.
 # ccache: the test command's builds (release, then the Python wheel's engine
 # objects) share compiles through it.
-[ "$mode" = test ] && APT_PACKAGES+=(clang libclang-rt-14-dev chromium ccache python3-torch)
+# python3-torch: EAGLE-3 head training (tools/eagle3_train.py). Debian's torch
+# calls the system libblas.so.3, by default the reference BLAS (2 GFLOP/s on
+# a 1152x576 matmul here); libopenblas0-pthread takes that alternative over
+# (154 GFLOP/s, 2 threads).
+[ "$mode" = test ] && APT_PACKAGES+=(clang libclang-rt-14-dev chromium ccache python3-torch libopenblas0-pthread)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
