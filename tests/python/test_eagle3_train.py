@@ -1,0 +1,169 @@
+"""The EAGLE-3 training pipeline (tools/eagle3_*.py) on the CI model:
+
+- the PyTorch head's forward and training-time unroll against
+  test_eagle3.py's numpy reference of the head (random weights, every lane of
+  a few-step unroll against a separate reference run of that lane's drafting);
+- the target distribution training uses (output_norm + LM head applied to
+  `dev features`' last hidden state, weights read with the `gguf` package)
+  against the engine's own logits (`specdec logits`), and the features it
+  stores against `dev eagle3-dump`'s float32 capture;
+- the whole pipeline, tiny: prompts, regenerated responses, features,
+  training, export; then `generate --eagle3 <exported>` is AR's output token
+  for token, and the trained head is accepted more often than a head of the
+  same shape with random weights.
+The torch side runs in .venv-train (scripts/setup.sh test: Debian's
+python3-torch), called as a subprocess from this .venv.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import textwrap
+
+import numpy as np
+import pytest
+
+from conftest import REPO_ROOT, model_path, run_specdec
+from test_eagle3 import MODEL, numpy_head, target_dims, token_embeddings, write_head
+
+TRAIN_PY = REPO_ROOT / ".venv-train" / "bin" / "python"
+
+
+def torch_py(code: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    if not TRAIN_PY.exists():
+        pytest.fail(f"{TRAIN_PY} is missing; scripts/setup.sh test makes it", pytrace=False)
+    r = subprocess.run([str(TRAIN_PY), "-c", textwrap.dedent(code), *args], capture_output=True, text=True,
+                       cwd=REPO_ROOT, timeout=timeout, env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "tools")})
+    assert r.returncode == 0, r.stderr[-4000:]
+    return r
+
+
+@pytest.fixture(scope="module")
+def dims():
+    return target_dims(model_path(MODEL))
+
+
+UNROLL = """
+import sys, numpy as np, torch
+from safetensors.numpy import load_file
+from eagle3_head_torch import Eagle3Head
+from eagle3_target import load_target
+head_dir, io_path, n_ff, dv, theta, eps = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6])
+tgt = load_target(sys.argv[7])
+d = np.load(io_path)
+h = Eagle3Head(hidden=tgt.n_embd, target_hidden=tgt.n_embd, n_head=tgt.n_head, n_head_kv=tgt.n_head_kv,
+               n_ff=n_ff, draft_vocab=dv, eps=eps, rope_theta=theta, embed=tgt.embed)
+h.load_hf(load_file(head_dir + "/model.safetensors"))
+T = d["feats"].shape[0]
+with torch.no_grad():
+    outs = h.unroll(torch.from_numpy(d["feats"]).float(), torch.from_numpy(d["tokens"]).long(),
+                    torch.arange(T), torch.zeros(T, dtype=torch.long), int(d["steps"]))
+    np.save(io_path + ".out.npy", np.stack([h.logits(o).numpy() for o in outs]))
+"""
+
+
+def test_torch_unroll_matches_numpy_reference(tmp_path, dims):
+    """Lane s of the unroll = the reference's rows for a prefix ending at s + 1 drafting tokens s + 2..."""
+    head = tmp_path / "head"
+    theta, n_ff, dv, steps = 50000.0, 384, 1024, 3
+    t = write_head(head, dims, seed=3, draft_vocab=dv, n_ff=n_ff, rope_theta=theta)
+    rng = np.random.default_rng(7)
+    n = 14
+    tokens = rng.integers(0, dims.n_vocab, n + steps + 1)
+    feats = rng.standard_normal((n, 3 * dims.n_embd)) * 2.0
+    io = tmp_path / "io.npz"
+    np.savez(io, feats=feats.astype(np.float32), tokens=tokens, steps=steps)
+    torch_py(UNROLL, str(head), str(io), str(n_ff), str(dv), str(theta), str(dims.eps), str(model_path(MODEL)))
+    got = np.load(str(io) + ".out.npy")  # (steps + 1, n, dv)
+    emb = token_embeddings(model_path(MODEL))
+    for s in (0, 5, n - 2):
+        ref, _ = numpy_head(t, dims, emb, feats[:s + 2].astype(np.float64), list(tokens[:s + 2]),
+                            list(tokens[s + 2:s + 2 + steps]))
+        # ref rows: 0..s real (lane s's step 0 is row s), then its steps 1..3.
+        want = np.concatenate([ref[:s + 1], ref[s + 1:]])
+        have = np.concatenate([got[0, :s + 1], got[1:, s]])
+        scale = np.abs(want).max(axis=1, keepdims=True)
+        assert np.abs(have - want).max() / scale.max() < 1e-4, (s, np.abs(have - want).max(axis=1) / scale[:, 0])
+
+
+TARGET_LOGITS = """
+import sys, json, numpy as np, torch
+from eagle3_target import load_target
+tgt = load_target(sys.argv[1])
+h = np.fromfile(sys.argv[2], dtype=np.float16).reshape(-1, 4, tgt.n_embd)[:, 3].astype(np.float32)
+tgt.set_draft(np.arange(tgt.n_vocab))
+np.save(sys.argv[3], tgt.draft_logits(torch.from_numpy(h)).numpy())
+"""
+
+
+def test_features_and_target_distribution(tmp_path, dims):
+    rng = np.random.default_rng(11)
+    tokens = [int(x) for x in rng.integers(100, dims.n_vocab, 24)]
+    req = tmp_path / "req.json"
+    req.write_text(json.dumps({"model": str(model_path(MODEL)), "threads": 2, "chunk": 5,
+                               "sequences": [{"tokens": tokens, "out": str(tmp_path / "f.f16")}]}))
+    run_specdec("dev", "features", str(req), str(tmp_path / "res.json"))
+    res = json.loads((tmp_path / "res.json").read_text())
+    assert res["feature_layers"] == [2, dims.n_layer // 2, dims.n_layer - 3]
+    assert res["sequences"][0]["n_tokens"] == 24 and res["sequences"][0]["tokens"] == tokens
+    rows = np.fromfile(tmp_path / "f.f16", dtype=np.float16).reshape(24, 4, dims.n_embd).astype(np.float32)
+    # The three feature rows, chunked by 5, against eagle3-dump's single forward in float32.
+    head = tmp_path / "head"
+    write_head(head, dims, seed=1)
+    dreq = tmp_path / "dump.json"
+    dreq.write_text(json.dumps({"model": str(model_path(MODEL)), "eagle3": str(head), "tokens": tokens,
+                                "draft_steps": 0, "threads": 2}))
+    run_specdec("dev", "eagle3-dump", str(dreq), str(tmp_path / "dump.out"))
+    ref = np.fromfile(str(tmp_path / "dump.out") + ".features", dtype=np.float32).reshape(24, 3, dims.n_embd)
+    assert np.allclose(rows[:, :3], ref, rtol=2e-3, atol=2e-3 * np.abs(ref).max(axis=2, keepdims=True).max())
+    # Training's target logits from the stored last hidden state vs the engine's logits.
+    torch_py(TARGET_LOGITS, str(model_path(MODEL)), str(tmp_path / "f.f16"), str(tmp_path / "lg.npy"))
+    mine = np.load(tmp_path / "lg.npy")
+    run_specdec("logits", "-m", str(model_path(MODEL)), "--tokens", *map(str, tokens), "-o", str(tmp_path / "lg.f32"),
+                "-t", "2")
+    eng = np.fromfile(tmp_path / "lg.f32", dtype=np.float32).reshape(len(tokens), -1)
+    assert mine.shape == eng.shape
+    assert (mine.argmax(1) == eng.argmax(1)).mean() >= 0.95
+    err = np.abs(mine - eng).max(axis=1) / np.abs(eng).max(axis=1)
+    assert err.max() < 2e-2, err
+
+
+def gen(prompt: str, *args: str, chat: bool = True) -> dict:
+    extra = ["--chat"] if chat else []
+    r = run_specdec("generate", "-m", MODEL, "--json", "-t", "2", "-p", prompt, "-n", "48", *extra, *args)
+    return json.loads(r.stdout)
+
+
+HELD_OUT = [
+    ("Write a short poem about the sea.", True),
+    ("def merge_sorted(a, b):\n    \"\"\"Merge two sorted lists into one sorted list.\"\"\"\n", False),
+]
+
+
+def test_pipeline_trains_a_head_better_than_random(tmp_path, dims):
+    out = tmp_path / "run"
+    env = {**os.environ, "N_CHAT": "16", "N_CODE": "16", "MAX_NEW": "96", "DRAFT_VOCAB": "4096", "N_FF": "768",
+           "TTT": "3", "LR": "1e-3", "BATCH_TOKENS": "1024", "MAX_TOKENS": "40000", "MINUTES": "1.5",
+           "TRAIN_ARGS": "--val-every 10 --warmup 5"}
+    r = subprocess.run([str(REPO_ROOT / "tools/eagle3_pipeline.sh"), MODEL, str(out)], env=env, cwd=REPO_ROOT,
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:])
+    man = json.loads((out / "data/manifest.json").read_text())
+    assert len(man["sequences"]) == 32 and not any("HumanEval" in s["id"] for s in man["sequences"])
+    curve = json.loads((out / "train/curve.json").read_text())
+    assert len(curve) >= 2 and curve[-1]["val_loss"][0] < curve[0]["val_loss"][0]
+    cfg = json.loads((out / "head/config.json").read_text())
+    assert cfg["architectures"] == ["LlamaForCausalLMEagle3"] and cfg["draft_vocab_size"] == 4096
+    rand = tmp_path / "random_head"
+    write_head(rand, dims, seed=5, draft_vocab=4096, n_ff=768)
+    acc = {"trained": [0, 0], "random": [0, 0]}
+    for prompt, chat in HELD_OUT:
+        ar = gen(prompt, "--method", "ar", chat=chat)
+        for name, h in (("trained", out / "head"), ("random", rand)):
+            e = gen(prompt, "--method", "chain", "--draft-k", "3", "--eagle3", str(h), chat=chat)
+            assert e["tokens"] == ar["tokens"], name
+            acc[name][0] += e["accepted"]
+            acc[name][1] += e["drafted"]
+    rate = {k: a / max(d, 1) for k, (a, d) in acc.items()}
+    assert rate["trained"] > rate["random"] + 0.1, rate
