@@ -33,7 +33,11 @@ int cmd_bench(int argc, char** argv) {
     app.add_option("--draft-layers", o.draft_layers,
                    "self-speculation draft instead of -d: the target's first L layers, a list such as 0-7,10, "
                    "or auto (the choice `specdec calibrate` saved)");
-    app.add_option("--method", methods, "comma-separated methods: ar,auto,chain,tree,ngram,ssd");
+    app.add_option("--eagle3", o.eagle3,
+                   "EAGLE-3 head (a Hugging Face layout directory, a speculators directory or an eagle3 GGUF) for "
+                   "the methods eagle3 (its dynamic tree, --tree-*) and eagle3-chain (--draft-k)");
+    app.add_option("--method", methods,
+                   "comma-separated methods: ar,auto,chain,tree,ngram,ssd,eagle3,eagle3-chain");
     app.add_option("--tree-budget", budgets, "tree: node budgets incl. the root (comma-separated)");
     app.add_option("--tree-depth", depths, "tree: max depths (comma-separated)");
     app.add_option("--tree-topk", topks, "tree: children per node (comma-separated)");
@@ -272,6 +276,15 @@ int cmd_bench(int argc, char** argv) {
     // checkpoints) of runs made before the option existed.
     if (o.lookup_min != std::vector<int>{0}) r.meta["options"]["lookup_min"] = o.lookup_min;
     if (o.auto_min_gain != BenchOptions{}.auto_min_gain) r.meta["options"]["auto_min_gain"] = o.auto_min_gain;
+    if (!o.eagle3.empty()) {
+        // The head's weights identify it (a directory holds model.safetensors).
+        const std::string w = std::filesystem::is_directory(o.eagle3)
+                                  ? (std::filesystem::path(o.eagle3) / "model.safetensors").string()
+                                  : o.eagle3;
+        r.meta["options"]["eagle3"] = o.eagle3;
+        r.meta["eagle3"] = {{"path", o.eagle3},
+                            {"sha256", std::filesystem::exists(w) ? sha256_file(w) : std::string()}};
+    }
     r.meta["seeds"] = {{"sampling", o.seed}};
     r.meta["argv"] = o.argv;
 

@@ -43,9 +43,36 @@ struct SpecStats {
     // target's) and the seconds calibration took (both curves).
     std::string auto_costs_from;
     double auto_calibration_s = 0;
+    // Sequence-rounds by how many draft tokens they accepted (index = count):
+    // what acceptance at each draft position is computed from.
+    std::vector<int> accepted_hist;
     // Tokens per target forward per sequence (tau); AR = 1.
     double mean_accept_len() const { return seq_rounds ? (double)emitted / seq_rounds : 0.0; }
+    void count_accepted(int n) {
+        if ((int)accepted_hist.size() <= n) accepted_hist.resize(n + 1, 0);
+        ++accepted_hist[n];
+    }
+    void add_accepted_hist(const std::vector<int>& h) {
+        if (accepted_hist.size() < h.size()) accepted_hist.resize(h.size(), 0);
+        for (size_t i = 0; i < h.size(); ++i) accepted_hist[i] += h[i];
+    }
 };
+
+// Acceptance at draft position i (1-based, element i - 1): of the
+// sequence-rounds that accepted the first i - 1 draft tokens, the share that
+// accepted the i-th too, from a SpecStats::accepted_hist. Rounds whose draft
+// was shorter than i count as not accepting it.
+inline std::vector<double> acceptance_by_position(const std::vector<int>& hist) {
+    std::vector<double> out;
+    long long at_least = 0;
+    for (int c : hist) at_least += c;
+    for (size_t i = 1; i < hist.size(); ++i) {
+        const long long prev = at_least;
+        at_least -= hist[i - 1];
+        out.push_back(prev > 0 ? (double)at_least / (double)prev : 0.0);
+    }
+    return out;
+}
 
 struct Result : GenerateResult {
     std::string method;        // the method that ran ("ar" where a self-speculation calibration chose it)

@@ -17,6 +17,9 @@ struct BenchOptions {
     // running only these layers (draft_path == target_path).
     std::string draft_layers;
     std::vector<int> draft_keep_layers;
+    // EAGLE-3 head (--eagle3 HEAD) for the methods eagle3 (its dynamic tree)
+    // and eagle3-chain, beside -d's draft-model chain and tree in one run.
+    std::string eagle3;
     // Sweeps (comma-separated on the command line).
     std::vector<std::string> methods{"ar"};
     std::vector<int> tree_budget{16};

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "specdec/result.h"
 
 namespace specdec::bench {
 namespace fs = std::filesystem;
@@ -74,6 +75,7 @@ nlohmann::json summarize(const BenchResult& r) {
         int n = 0, gen = 0, prompt = 0, rounds = 0, emitted = 0, lookup = 0, matches = 0, compared = 0;
         double dec = 0, pre = 0, draft = 0, tree = 0, verify = 0, commit = 0, stall = 0;
         std::vector<double> hit;
+        std::vector<int> hist;  // sequence-rounds by accepted draft tokens
         for (const auto& t : r.records) {
             if (t.config != (int)ci) continue;
             ++n;
@@ -91,6 +93,8 @@ nlohmann::json summarize(const BenchResult& r) {
             rounds += t.rounds;
             emitted += t.emitted;
             lookup += t.lookup_rounds;
+            if (hist.size() < t.accepted_hist.size()) hist.resize(t.accepted_hist.size(), 0);
+            for (size_t i = 0; i < t.accepted_hist.size(); ++i) hist[i] += t.accepted_hist[i];
             draft += t.draft_s;
             tree += t.tree_s;
             verify += t.verify_s;
@@ -119,6 +123,8 @@ nlohmann::json summarize(const BenchResult& r) {
             s["rounds"] = rounds;
             s["emitted"] = emitted;
             s["lookup_rounds"] = lookup;  // sequence-rounds drafted by prompt lookup
+            s["accepted_hist"] = hist;
+            s["acceptance_by_position"] = acceptance_by_position(hist);
             s["mean_accept_len"] = c.method == "ar" ? 1.0 : (rounds > 0 ? (double)emitted / rounds : 0.0);
             s["time_split_s"] = {{"draft", draft},
                                  {"tree_mask", tree},
@@ -194,6 +200,7 @@ nlohmann::json record_json(const BenchResult& r, const TurnRecord& t) {
         j["drafted"] = t.drafted;
         j["accepted"] = t.accepted;
         j["lookup_rounds"] = t.lookup_rounds;
+        j["accepted_hist"] = t.accepted_hist;
         if (c.method == "auto") {
             j["auto_none"] = t.auto_none;
             j["auto_draft"] = t.auto_draft;
@@ -437,6 +444,26 @@ std::string markdown(const BenchResult& r) {
               "generated tokens / decode time (prefill excluded). Accept length = tokens per target forward. "
               "SSD: draft % is the target's stall waiting for the draft side; ssd hit is the speculation-cache "
               "hit rate (mean over turns); its threads are split, the draft side taking --ssd-draft-threads.\n\n";
+        // Acceptance at each draft position, for the configurations that drafted.
+        bool any = false;
+        for (const auto& s : sum)
+            if (s.contains("acceptance_by_position") && !s["acceptance_by_position"].empty()) any = true;
+        if (any) {
+            md << "### Acceptance by draft position\n\n| config | rounds | position 1 | 2 | 3 | 4 | 5 | 6 |\n"
+                  "|---|---|---|---|---|---|---|---|\n";
+            for (const auto& s : sum) {
+                if (!s.contains("acceptance_by_position") || s["acceptance_by_position"].empty()) continue;
+                const auto a = s["acceptance_by_position"].get<std::vector<double>>();
+                int rounds = 0;
+                for (int c : s["accepted_hist"].get<std::vector<int>>()) rounds += c;
+                md << "| " << s["label"].get<std::string>() << " | " << rounds << " | ";
+                for (size_t i = 0; i < 6; ++i) md << (i < a.size() ? f2(a[i]) : std::string("-")) << " | ";
+                md << "\n";
+            }
+            md << "\nPosition i: of the sequence-rounds that accepted the first i - 1 draft tokens, the share that "
+                  "accepted the i-th too (a round whose draft was shorter counts as not accepting it). Trees: "
+                  "position = depth on the accepted path.\n\n";
+        }
     }
     md << llamacpp_table(r);
     if (!r.unavailable.empty()) {

@@ -43,10 +43,14 @@ std::string fmt_num(double v) {
 }
 }  // namespace
 
+bool is_eagle3_method(const std::string& m) { return m == "eagle3" || m == "eagle3-chain"; }
+
 std::string RunConfig::label() const {
     std::string s = method;
-    if (method == "tree") s += " b=" + std::to_string(tree_budget) + " d=" + std::to_string(tree_depth);
-    if (method == "chain" || method == "ngram" || method == "llamacpp-draft" || method == "auto")
+    if (method == "tree" || method == "eagle3")
+        s += " b=" + std::to_string(tree_budget) + " d=" + std::to_string(tree_depth);
+    if (method == "chain" || method == "eagle3-chain" || method == "ngram" || method == "llamacpp-draft" ||
+        method == "auto")
         s += " k=" + std::to_string(draft_k);
     if (lookup_min > 0) s += " +lookup" + std::to_string(lookup_min);
     // Only a margin other than the default is named: labels of runs made
@@ -113,6 +117,13 @@ bool method_available(const std::string& m, const BenchOptions& o, std::string* 
         }
         return true;
     }
+    if (is_eagle3_method(m)) {
+        if (o.eagle3.empty()) {
+            if (why) *why = "method '" + m + "' needs an EAGLE-3 head (--eagle3 HEAD)";
+            return false;
+        }
+        return true;
+    }
     if (m == "ssd") {
         if (o.draft.empty()) {
             if (why) *why = "method 'ssd' needs a draft model (-d DRAFT or --draft-layers L)";
@@ -120,7 +131,7 @@ bool method_available(const std::string& m, const BenchOptions& o, std::string* 
         }
         return true;
     }
-    if (why) *why = "unknown method '" + m + "' (known: ar, auto, chain, tree, ngram, ssd)";
+    if (why) *why = "unknown method '" + m + "' (known: ar, auto, chain, tree, ngram, ssd, eagle3, eagle3-chain)";
     return false;
 }
 
@@ -153,6 +164,9 @@ Engines load_engines(const BenchOptions& o, int threads, int n_seq, bool need_dr
     e.api = std::make_unique<Engine>(eo);
     e.target = &e.api->target_engine();
     e.draft = e.api->draft_engine();
+    // The head rides on the target engine; configurations choose between it
+    // and the draft model by the draft they pass (run_config).
+    if (!o.eagle3.empty()) e.target->load_eagle3(o.eagle3);
     return e;
 }
 
@@ -175,7 +189,8 @@ sched::SsdConfig ssd_config(const RunConfig& c, const BenchOptions& o) {
 
 sched::SpecConfig spec_config(const RunConfig& c, const BenchOptions& o) {
     sched::SpecConfig s;
-    s.method = sched::parse_method(c.method == "ssd" ? "chain" : c.method);
+    const std::string m = c.method == "ssd" || c.method == "eagle3-chain" ? "chain" : c.method == "eagle3" ? "tree" : c.method;
+    s.method = sched::parse_method(m);
     s.draft_k = c.draft_k > 0 ? c.draft_k : s.draft_k;
     s.tree_budget = c.tree_budget > 0 ? c.tree_budget : s.tree_budget;
     s.tree_depth = c.tree_depth > 0 ? c.tree_depth : s.tree_depth;
@@ -211,9 +226,10 @@ std::vector<RunConfig> group_configs(const BenchOptions& o, const std::vector<st
     out.push_back(ar);
     for (const auto& m : methods) {
         if (m == "ar") continue;
-        // Prompt lookup first applies to the draft-model methods only.
-        const std::vector<int> lookups = m == "chain" || m == "tree" ? o.lookup_min : std::vector<int>{0};
-        if (m == "tree") {
+        // Prompt lookup first applies to the draft-model and head methods only.
+        const std::vector<int> lookups =
+            m == "chain" || m == "tree" || is_eagle3_method(m) ? o.lookup_min : std::vector<int>{0};
+        if (m == "tree" || m == "eagle3") {
             for (int b : o.tree_budget)
                 for (int d : o.tree_depth)
                     for (int k : o.tree_topk)
@@ -318,6 +334,8 @@ RunOutput run_config(Engines& eng, const RunConfig& cfg, const BenchOptions& o,
                      const sched::Prefilled* pre) {
     RunOutput out;
     const bool is_ar = cfg.method == "ar";
+    // No draft model: the scheduler drafts from the target's EAGLE-3 head.
+    runtime::Engine* draft = is_eagle3_method(cfg.method) ? nullptr : eng.draft;
     if (cfg.method == "ssd") {
         // No round trace in SSD (its stats carry hits and stalls instead).
         const sched::SsdConfig ssd = ssd_config(cfg, o);
@@ -328,7 +346,7 @@ RunOutput run_config(Engines& eng, const RunConfig& cfg, const BenchOptions& o,
     }
     sched::SpecConfig sc = spec_config(cfg, o);
     if (reqs.size() > 1) {
-        out.res = sched::generate_speculative_batch(*eng.target, eng.draft, reqs, sc, &out.st, pre);
+        out.res = sched::generate_speculative_batch(*eng.target, draft, reqs, sc, &out.st, pre);
         return out;
     }
     if (is_ar && trace.empty()) {
@@ -346,7 +364,7 @@ RunOutput run_config(Engines& eng, const RunConfig& cfg, const BenchOptions& o,
         return out;
     }
     sc.trace_path = trace;
-    out.res.push_back(sched::generate_speculative(*eng.target, eng.draft, reqs[0], sc, &out.st, {}, pre));
+    out.res.push_back(sched::generate_speculative(*eng.target, draft, reqs[0], sc, &out.st, {}, pre));
     return out;
 }
 
@@ -543,6 +561,9 @@ void run_sweep(BenchResult& r) {
                             for (int ci : pass) {
                                 const RunConfig& cfg = r.configs[ci];
                                 const bool is_ar = cfg.method == "ar";
+                                // An EAGLE-3 head needs the prompt's target features, which the
+                                // shared prefill does not keep: those configurations prefill themselves.
+                                const bool shared = share && !is_eagle3_method(cfg.method);
                                 std::vector<double> dec, pre_s;
                                 RunOutput out;
                                 std::string trace;
@@ -556,7 +577,7 @@ void run_sweep(BenchResult& r) {
                                                            std::to_string(turn) + ".jsonl"))
                                                     .string();
                                     }
-                                    out = run_config(eng, cfg, o, reqs, trace, share ? &pre : nullptr);
+                                    out = run_config(eng, cfg, o, reqs, trace, shared ? &pre : nullptr);
                                     dec.push_back(out.st.decode_s > 0 ? out.st.decode_s : out.res[0].decode_s);
                                     pre_s.push_back(out.st.prefill_s > 0 ? out.st.prefill_s : out.res[0].prefill_s);
                                     int gen = 0;
@@ -575,9 +596,9 @@ void run_sweep(BenchResult& r) {
                                     tr.turn = turn;
                                     tr.n_prompt = g.n_prompt;
                                     tr.n_generated = g.n_generated;
-                                    tr.shared_prefill = share;
-                                    tr.prefill_s = share ? tp.target_s : percentile(pre_s, 50);
-                                    tr.draft_prefill_s = share ? tp.draft_s : 0.0;
+                                    tr.shared_prefill = shared;
+                                    tr.prefill_s = shared ? tp.target_s : percentile(pre_s, 50);
+                                    tr.draft_prefill_s = shared ? tp.draft_s : 0.0;
                                     tr.decode_s = dmed;
                                     tr.rep_decode_s = dec;
                                     const sched::SpecStats& st = out.st;
@@ -586,6 +607,7 @@ void run_sweep(BenchResult& r) {
                                     tr.drafted = st.drafted;
                                     tr.accepted = st.accepted;
                                     tr.lookup_rounds = st.lookup_rounds;
+                                    tr.accepted_hist = st.accepted_hist;
                                     tr.auto_none = st.auto_none;
                                     tr.auto_draft = st.auto_draft;
                                     tr.mean_accept_len = is_ar ? 1.0 : st.mean_accept_len();

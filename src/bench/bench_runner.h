@@ -43,6 +43,7 @@ struct TurnRecord {
     int emitted = 0;        // tokens those forwards produced (accepted + bonus)
     int drafted = 0, accepted = 0;
     int lookup_rounds = 0;  // sequence-rounds whose tree was a prompt-lookup chain
+    std::vector<int> accepted_hist;  // sequence-rounds by draft tokens accepted (SpecStats::accepted_hist)
     int auto_none = 0, auto_draft = 0;  // auto: sequence-rounds without a draft / with a draft-model chain
     double mean_accept_len = 0;  // emitted / rounds (sequence-rounds in a batch)
     double draft_s = 0, tree_s = 0, verify_s = 0, commit_s = 0;
@@ -94,6 +95,9 @@ private:
 
 // Methods this build can run; for the others, why not.
 bool method_available(const std::string& method, const BenchOptions& o, std::string* why);
+
+// eagle3 (the head's dynamic tree) and eagle3-chain: draft from --eagle3's head.
+bool is_eagle3_method(const std::string& m);
 
 // What a resumed run must match: the options that change records, the model
 // sha256s and the prompts (r.meta and r.conversations filled).

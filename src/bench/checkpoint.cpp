@@ -138,6 +138,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TurnRecord, config, conv, turn, n_prompt, n_g
 nlohmann::json record_state(const BenchResult& r, const TurnRecord& t) {
     nlohmann::json j = t;
     j["lookup_rounds"] = t.lookup_rounds;
+    j["accepted_hist"] = t.accepted_hist;
     j["auto_none"] = t.auto_none;
     j["auto_draft"] = t.auto_draft;
     j["config_label"] = r.configs[t.config].label();
@@ -161,6 +162,7 @@ TurnRecord record_from_state(const BenchResult& r, const nlohmann::json& j) {
     // Added after checkpoints of the full protocol had been written: records
     // without it are from runs that had no lookup rounds to count.
     t.lookup_rounds = j.value("lookup_rounds", 0);
+    t.accepted_hist = j.value("accepted_hist", std::vector<int>{});
     t.auto_none = j.value("auto_none", 0);
     t.auto_draft = j.value("auto_draft", 0);
     return t;

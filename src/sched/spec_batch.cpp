@@ -214,6 +214,7 @@ StepReport SpecBatch::step(const OnToken& on_token) {
             deliver_features(s.spec.proposer, i, committed_before, feat_rows_);
         }
         stats_.accepted += vr_.n_accepted();
+        stats_.count_accepted(vr_.n_accepted());
         stats_.emitted += (int)vr_.emitted.size();
         rep.slots[k].accepted = vr_.n_accepted();
         if (trees_[k].from_lookup) {

@@ -194,6 +194,7 @@ void SsdScheduler::run(const std::vector<std::vector<int32_t>>& prompts, const s
             }
             cache.commit_path(i, vr.path);
             stats.spec.accepted += vr.n_accepted();
+            stats.spec.count_accepted(vr.n_accepted());
             stats.spec.emitted += (int)vr.emitted.size();
             recs[s].accepted = vr.n_accepted();
             recs[s].bonus = vr.emitted.back();
