@@ -97,6 +97,36 @@ def test_unavailable_method_fails_without_flag(tmp_path):
     assert "ssd" in p.stderr and "needs a draft model" in p.stderr
 
 
+def test_eagle3_methods_need_a_head(tmp_path):
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(json.dumps(PROMPTS[0]) + "\n")
+    for m in ("eagle3", "eagle3-chain"):
+        p = subprocess.run([str(BIN), "bench", "-m", str(model_path(DEFAULT_MODEL)), "--method", "ar," + m,
+                            "--prompts", str(prompts), "-n", "2", "-o", str(tmp_path / "o"), "-q"],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode != 0
+        assert f"method '{m}' needs an EAGLE-3 head (--eagle3 HEAD)" in p.stderr, p.stderr
+
+
+def test_accepted_histogram_adds_up(report):
+    """accepted_hist[i] = sequence-rounds that accepted i draft tokens: it sums to the
+    rounds and its weighted sum is the accepted count, per record and per configuration."""
+    data = report["data"]
+    for r in data["records"]:
+        if r["method"] == "ar" or r["method"].startswith("llamacpp"):
+            continue
+        h = r["accepted_hist"]
+        assert sum(h) == r["rounds"], r["label"]
+        assert sum(i * c for i, c in enumerate(h)) == r["accepted"], r["label"]
+    for s in data["summary"]:
+        if s["method"] == "ar" or s["method"].startswith("llamacpp"):
+            continue
+        h, a = s["accepted_hist"], s["acceptance_by_position"]
+        assert len(a) == max(len(h) - 1, 0) and all(0 <= x <= 1 for x in a), s["label"]
+        if len(h) > 1:
+            assert a[0] == pytest.approx(1 - h[0] / sum(h)), s["label"]
+
+
 def test_files_and_meta(report):
     d, data = report["dir"], report["data"]
     for f in ("bench.md", "bench.csv", "bench.json"):
