@@ -1,5 +1,6 @@
 // specdec dev features IN OUT: the training data of an EAGLE-3 head
-// (tools/eagle3_data.py). The target reads each token sequence in forwards of
+// (tools/eagle3_data.py). The target reads each token sequence through the
+// prefill every method uses (model::prefill_chunked), in forwards of
 // `chunk` tokens, each capturing the head's three feature layers (the inputs
 // of layers 2, L/2, L-3: the capture the scheduler and `eagle3-dump` use)
 // and the last layer's output (before output_norm), from which training
@@ -26,6 +27,8 @@
 #include "cli_commands.h"
 #include "core/error.h"
 #include "core/fp16.h"
+#include "model/eagle3_head.h"
+#include "model/prefill.h"
 #include "runtime/engine.h"
 #include "runtime/model_locator.h"
 
@@ -45,7 +48,7 @@ int dump_features(const std::string& in_path, const std::string& out_path) {
     SPECDEC_CHECK(chunk >= 1, "features: chunk must be positive");
     // The inputs of layers 2, L/2, L-3 are the outputs of layers 1, L/2-1, L-4
     // (the numbering Eagle3Head checks a head's layer ids against).
-    const std::vector<int> feature_layers = {2, L / 2, L - 3};
+    const std::vector<int> feature_layers = model::eagle3_default_feature_layers(L);
     SPECDEC_CHECK(L >= 5, "features: the target has ", L, " layers; EAGLE-3 reads layers 2, L/2, L-3");
 
     nlohmann::json out;
@@ -79,25 +82,21 @@ int dump_features(const std::string& in_path, const std::string& out_path) {
         std::vector<uint16_t> rows((size_t)n * 4 * E);
         model::ForwardBatch b;
         model::ForwardResult r;
-        for (int p0 = 0; p0 < n; p0 += chunk) {
-            const int m = std::min(chunk, n - p0);
-            b.clear();
-            b.capture_layers.clear();
-            b.add_chain(std::vector<int32_t>(tokens.begin() + p0, tokens.begin() + p0 + m), p0, 0, false);
-            for (int l : feature_layers) b.capture_layers.push_back(l - 1);
-            b.capture_layers.push_back(L - 1);
-            // Only the last row asks for logits (add_chain's rule): the LM head
-            // is applied at train time, not here.
-            b.argmax_only = true;
-            engine->model().forward(b, engine->cache(), engine->pool(), r);
-            engine->cache().commit_length(0, m);
-            for (int i = 0; i < m; ++i)
-                for (int c = 0; c < 4; ++c) {
-                    const float* src = r.hidden[(size_t)c].data() + (size_t)i * E;
-                    uint16_t* dst = rows.data() + ((size_t)(p0 + i) * 4 + (size_t)c) * E;
-                    for (int e = 0; e < E; ++e) dst[e] = fp32_to_fp16(std::clamp(src[e], -65504.0f, 65504.0f));
-                }
-        }
+        for (int l : feature_layers) b.capture_layers.push_back(l - 1);
+        b.capture_layers.push_back(L - 1);
+        // The prompt's last row alone asks for logits, and only its argmax:
+        // the LM head is applied at train time, not here.
+        b.argmax_only = true;
+        model::prefill_chunked(engine->model(), engine->cache(), engine->pool(), 0, tokens, chunk, b, r,
+                               [&](int p0, int m, const model::ForwardResult& res) {
+                                   for (int i = 0; i < m; ++i)
+                                       for (int c = 0; c < 4; ++c) {
+                                           const float* src = res.hidden[(size_t)c].data() + (size_t)i * E;
+                                           uint16_t* dst = rows.data() + ((size_t)(p0 + i) * 4 + (size_t)c) * E;
+                                           for (int e = 0; e < E; ++e)
+                                               dst[e] = fp32_to_fp16(std::clamp(src[e], -65504.0f, 65504.0f));
+                                       }
+                               });
         FILE* f = std::fopen(path.c_str(), "wb");
         SPECDEC_CHECK(f, "cannot write '", path, "'");
         const size_t wrote = std::fwrite(rows.data(), sizeof(uint16_t), rows.size(), f);

@@ -207,8 +207,7 @@ std::unique_ptr<Eagle3Head> Eagle3Head::load(const std::string& path, const Eagl
             c.feature_layers.push_back((int)v.get<int64_t>());
         }
     } else {
-        const int L = target.n_layer;
-        c.feature_layers = {2, L / 2, L - 3};
+        c.feature_layers = eagle3_default_feature_layers(target.n_layer);
     }
     for (size_t i = 0; i < c.feature_layers.size(); ++i) {
         const int l = c.feature_layers[i];

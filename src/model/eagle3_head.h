@@ -35,6 +35,10 @@ struct Eagle3Target {
     int n_vocab = 0;
 };
 
+// The target layers whose inputs a head reads when its config names none:
+// 2, L/2 and L-3, low to high (EAGLE-3's choice, and what training dumps).
+inline std::vector<int> eagle3_default_feature_layers(int n_layer) { return {2, n_layer / 2, n_layer - 3}; }
+
 struct Eagle3Config {
     std::string format;        // "hf" or "speculators"
     int hidden = 0;            // H: the head's width
