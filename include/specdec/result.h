@@ -52,11 +52,14 @@ struct SpecStats {
         if ((int)accepted_hist.size() <= n) accepted_hist.resize(n + 1, 0);
         ++accepted_hist[n];
     }
-    void add_accepted_hist(const std::vector<int>& h) {
-        if (accepted_hist.size() < h.size()) accepted_hist.resize(h.size(), 0);
-        for (size_t i = 0; i < h.size(); ++i) accepted_hist[i] += h[i];
-    }
 };
+
+// Adds histogram h into `into` (the longer one's length), e.g. two runs'
+// SpecStats::accepted_hist.
+inline void add_histogram(std::vector<int>& into, const std::vector<int>& h) {
+    if (into.size() < h.size()) into.resize(h.size(), 0);
+    for (size_t i = 0; i < h.size(); ++i) into[i] += h[i];
+}
 
 // Acceptance at draft position i (1-based, element i - 1): of the
 // sequence-rounds that accepted the first i - 1 draft tokens, the share that

@@ -93,8 +93,7 @@ nlohmann::json summarize(const BenchResult& r) {
             rounds += t.rounds;
             emitted += t.emitted;
             lookup += t.lookup_rounds;
-            if (hist.size() < t.accepted_hist.size()) hist.resize(t.accepted_hist.size(), 0);
-            for (size_t i = 0; i < t.accepted_hist.size(); ++i) hist[i] += t.accepted_hist[i];
+            add_histogram(hist, t.accepted_hist);
             draft += t.draft_s;
             tree += t.tree_s;
             verify += t.verify_s;

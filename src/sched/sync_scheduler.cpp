@@ -49,7 +49,7 @@ void SyncScheduler::run(const std::vector<std::vector<int32_t>>& prompts, const 
     stats.seq_rounds += s.seq_rounds;
     stats.drafted += s.drafted;
     stats.accepted += s.accepted;
-    stats.add_accepted_hist(s.accepted_hist);
+    add_histogram(stats.accepted_hist, s.accepted_hist);
     stats.emitted += s.emitted;
     stats.lookup_rounds += s.lookup_rounds;
     stats.lookup_accepted += s.lookup_accepted;
