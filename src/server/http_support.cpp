@@ -19,6 +19,16 @@
 
 namespace specdec::server {
 
+namespace {
+
+// Set by read_body when it answers before the request body has all been read
+// (413, or 400 for a body that stopped arriving), for the connection's own
+// thread: httplib runs the handler on the thread that runs the connection's
+// loop (HttpServer::process_and_close_socket), which then closes lingering.
+thread_local bool t_body_left_unread = false;
+
+}  // namespace
+
 void GrowingTaskQueue::enqueue(std::function<void()> fn) {
     {
         std::lock_guard lk(mu_);
@@ -160,6 +170,7 @@ std::string read_body(const httplib::Request& req, const httplib::ContentReader&
     });
     if (ok) return body;
     res.set_header("Connection", "close");
+    t_body_left_unread = true;
     // 413 from httplib itself: a Content-Length over set_payload_max_length.
     if (too_large || res.status == 413)
         throw ApiError(413,
@@ -228,6 +239,8 @@ public:
     void end_headers() { in_headers_ = false; }
     // The header deadline or a stop cut this connection's current request off.
     bool cut() const { return cut_; }
+    // Bytes received and not yet handed to httplib.
+    bool has_buffered() const { return off_ < len_; }
 
     bool is_readable() const override { return off_ < len_ || wait_readable(); }
     bool is_writable() const override { return !cut_ && poll_for(POLLOUT, write_timeout_) > 0 && !peer_closed(sock_); }
@@ -311,6 +324,41 @@ private:
     Clock::time_point header_deadline_ = Clock::time_point::max();
 };
 
+// Closes a connection whose peer may still be sending. A socket closed with
+// unread bytes in its receive queue, or that receives more after the close,
+// answers with a reset: the peer's pending sends fail, and most clients (an
+// HTTP library that sends the whole body before it reads, asyncio streams)
+// then report the failed send and never read the 413 that had reached them.
+// So, as nginx's lingering close does: end our side (FIN after the answer),
+// then read and discard what the peer still sends until it closes, it stays
+// silent for kLingerQuiet, or kLingerTotal has passed.
+void close_lingering(int sock, bool input_pending) {
+    constexpr auto kLingerQuiet = std::chrono::seconds(1);
+    constexpr auto kLingerTotal = std::chrono::seconds(5);
+    if (!input_pending) {
+        pollfd p{sock, POLLIN, 0};
+        input_pending = ::poll(&p, 1, 0) > 0 && (p.revents & POLLIN);
+    }
+    if (input_pending && ::shutdown(sock, SHUT_WR) == 0) {
+        const auto until = Clock::now() + kLingerTotal;
+        std::array<char, 16384> sink;
+        for (auto now = Clock::now(); now < until; now = Clock::now()) {
+            const auto wait = std::chrono::ceil<std::chrono::milliseconds>(std::min<Clock::duration>(until - now, kLingerQuiet));
+            pollfd p{sock, POLLIN, 0};
+            int r;
+            do r = ::poll(&p, 1, (int)wait.count());
+            while (r < 0 && errno == EINTR);
+            if (r <= 0) break;  // quiet for kLingerQuiet, or an error
+            ssize_t n;
+            do n = ::recv(sock, sink.data(), sink.size(), MSG_DONTWAIT);
+            while (n < 0 && errno == EINTR);
+            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) break;  // the peer closed
+        }
+    }
+    ::shutdown(sock, SHUT_RDWR);
+    ::close(sock);
+}
+
 }  // namespace
 
 // httplib's own loop (process_server_socket in 0.11.4) with the header phase
@@ -325,13 +373,22 @@ bool HttpServer::process_and_close_socket(socket_t sock) {
             if (!strm.await_request(std::chrono::seconds(keep_alive_timeout_sec_))) break;
             strm.begin_headers(header_timeout_);
             bool closed = false;
+            t_body_left_unread = false;
             ret = process_request(strm, left == 1, closed, [&](httplib::Request&) { strm.end_headers(); });
             strm.end_headers();
             if (!ret || closed || strm.cut()) break;
         }
+        // Bytes read ahead into the stream's buffer and never parsed count
+        // as input the peer is still sending. A connection cut off in its
+        // headers had no answer to protect: it closes at once.
+        if (strm.cut()) {
+            ::shutdown(sock, SHUT_RDWR);
+            ::close(sock);
+        } else {
+            close_lingering(sock, t_body_left_unread || strm.has_buffered());
+        }
     }
-    ::shutdown(sock, SHUT_RDWR);
-    ::close(sock);
+    t_body_left_unread = false;
     return ret;
 }
 
