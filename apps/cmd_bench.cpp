@@ -35,9 +35,10 @@ int cmd_bench(int argc, char** argv) {
                    "or auto (the choice `specdec calibrate` saved)");
     app.add_option("--eagle3", o.eagle3,
                    "EAGLE-3 head (a Hugging Face layout directory, a speculators directory or an eagle3 GGUF) for "
-                   "the methods eagle3 (its dynamic tree, --tree-*) and eagle3-chain (--draft-k)");
+                   "the methods eagle3 (its dynamic tree, --tree-*), eagle3-chain (--draft-k) and eagle3-auto (auto "
+                   "drafting with the head; plain auto does too when no -d is given)");
     app.add_option("--method", methods,
-                   "comma-separated methods: ar,auto,chain,tree,ngram,ssd,eagle3,eagle3-chain");
+                   "comma-separated methods: ar,auto,chain,tree,ngram,ssd,eagle3,eagle3-chain,eagle3-auto");
     app.add_option("--tree-budget", budgets, "tree: node budgets incl. the root (comma-separated)");
     app.add_option("--tree-depth", depths, "tree: max depths (comma-separated)");
     app.add_option("--tree-topk", topks, "tree: children per node (comma-separated)");

@@ -58,8 +58,8 @@ int cmd_generate(int argc, char** argv) {
     app.add_option("-d,--draft", draft_model, "draft model (GGUF file or manifest name) for chain, tree and auto");
     std::string eagle3;
     app.add_option("--eagle3", eagle3,
-                   "EAGLE-3 draft head for chain and tree (a directory with config.json and model.safetensors, "
-                   "Hugging Face or vllm speculators layout), instead of -d");
+                   "EAGLE-3 draft head for auto, chain and tree (a directory with config.json and "
+                   "model.safetensors, Hugging Face or vllm speculators layout), instead of -d");
     std::string draft_layers;
     app.add_option("--draft-layers", draft_layers,
                    "self-speculation (no -d needed): the draft is the target's first L layers (L), the layers "
@@ -115,8 +115,12 @@ int cmd_generate(int argc, char** argv) {
     } else {
         req.prompt = prompt;
     }
-    // A head is given to draft with: chain unless --method says tree.
-    if (method.empty()) method = eagle3.empty() ? default_method(req.sampling) : "chain";
+    // A head is given to draft with: auto when greedy (as with -d), chain when
+    // sampling (the head's drafts are what it was given for), unless --method says.
+    if (method.empty()) {
+        method = default_method(req.sampling);
+        if (!eagle3.empty() && method == "ar") method = "chain";
+    }
     const bool ssd_asked = method == "ssd";  // not an Engine method (cli/generate_ssd.h)
     spec.method = sched::parse_method(ssd_asked ? "chain" : method);
     ssd_cli.apply(ssd);
@@ -129,8 +133,8 @@ int cmd_generate(int argc, char** argv) {
     if (ssd_asked) ssd.validate();
     spec.mode = sched::parse_mode(mode);
     const bool self_spec = !draft_layers.empty();
-    SPECDEC_CHECK(eagle3.empty() || (spec.needs_draft() && !ssd_asked), "--eagle3 drafts for --method chain or tree, ",
-                  "not ", method);
+    SPECDEC_CHECK(eagle3.empty() || ((spec.needs_draft() || spec.method == sched::Method::Auto) && !ssd_asked),
+                  "--eagle3 drafts for --method auto, chain or tree, not ", method);
     SPECDEC_CHECK(eagle3.empty() || (draft_model.empty() && draft_layers.empty()),
                   "give either --eagle3 HEAD or -d DRAFT / --draft-layers L, not both");
     SPECDEC_CHECK(!spec.needs_draft() || !draft_model.empty() || self_spec || !eagle3.empty(), "--method ", method,

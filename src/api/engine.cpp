@@ -96,7 +96,10 @@ Result Engine::generate(const Request& req) {
     static_cast<GenerateResult&>(out) =
         out.speculative ? sched::generate_speculative(*impl_->target, draft, req, cfg, &out.spec, req.on_text)
                         : runtime::generate_ar(*impl_->target, req, req.on_text);
-    if (out.speculative && cfg.needs_draft() && !impl_->eagle3_path.empty()) out.draft_model = impl_->eagle3_path;
+    // The head drafts for chain, tree and auto when no draft model is loaded.
+    if (out.speculative && (cfg.needs_draft() || cfg.method == Method::Auto) && !draft &&
+        !impl_->eagle3_path.empty())
+        out.draft_model = impl_->eagle3_path;
     if (out.speculative && draft) {
         out.draft_model = impl_->draft_path;
         if (impl_->self_spec) out.draft_layers = model::format_layer_list(draft->model().layers_run());

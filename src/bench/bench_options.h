@@ -17,8 +17,9 @@ struct BenchOptions {
     // running only these layers (draft_path == target_path).
     std::string draft_layers;
     std::vector<int> draft_keep_layers;
-    // EAGLE-3 head (--eagle3 HEAD) for the methods eagle3 (its dynamic tree)
-    // and eagle3-chain, beside -d's draft-model chain and tree in one run.
+    // EAGLE-3 head (--eagle3 HEAD) for the methods eagle3 (its dynamic tree),
+    // eagle3-chain and eagle3-auto, beside -d's draft-model chain, tree and
+    // auto in one run (without -d, auto drafts with the head too).
     std::string eagle3;
     // Sweeps (comma-separated on the command line).
     std::vector<std::string> methods{"ar"};

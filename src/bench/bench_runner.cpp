@@ -43,19 +43,20 @@ std::string fmt_num(double v) {
 }
 }  // namespace
 
-bool is_eagle3_method(const std::string& m) { return m == "eagle3" || m == "eagle3-chain"; }
+bool is_eagle3_method(const std::string& m) { return m == "eagle3" || m == "eagle3-chain" || m == "eagle3-auto"; }
 
 std::string RunConfig::label() const {
     std::string s = method;
     if (method == "tree" || method == "eagle3")
         s += " b=" + std::to_string(tree_budget) + " d=" + std::to_string(tree_depth);
     if (method == "chain" || method == "eagle3-chain" || method == "ngram" || method == "llamacpp-draft" ||
-        method == "auto")
+        method == "auto" || method == "eagle3-auto")
         s += " k=" + std::to_string(draft_k);
     if (lookup_min > 0) s += " +lookup" + std::to_string(lookup_min);
     // Only a margin other than the default is named: labels of runs made
     // before the option existed stay as they were.
-    if (method == "auto" && auto_min_gain != sched::SpecConfig{}.auto_min_gain) s += " gain=" + fmt_num(auto_min_gain);
+    if ((method == "auto" || method == "eagle3-auto") && auto_min_gain != sched::SpecConfig{}.auto_min_gain)
+        s += " gain=" + fmt_num(auto_min_gain);
     if (method == "ssd") s += " k=" + std::to_string(ssd_k) + " " + fanout + " C=" + fmt_num(saguaro_c);
     if (batch != 1) s += " B=" + std::to_string(batch);
     if (temp != 0) s += " T=" + fmt_num(temp);
@@ -131,7 +132,7 @@ bool method_available(const std::string& m, const BenchOptions& o, std::string* 
         }
         return true;
     }
-    if (why) *why = "unknown method '" + m + "' (known: ar, auto, chain, tree, ngram, ssd, eagle3, eagle3-chain)";
+    if (why) *why = "unknown method '" + m + "' (known: ar, auto, chain, tree, ngram, ssd, eagle3, eagle3-chain, eagle3-auto)";
     return false;
 }
 
@@ -189,7 +190,10 @@ sched::SsdConfig ssd_config(const RunConfig& c, const BenchOptions& o) {
 
 sched::SpecConfig spec_config(const RunConfig& c, const BenchOptions& o) {
     sched::SpecConfig s;
-    const std::string m = c.method == "ssd" || c.method == "eagle3-chain" ? "chain" : c.method == "eagle3" ? "tree" : c.method;
+    const std::string m = c.method == "ssd" || c.method == "eagle3-chain" ? "chain"
+                          : c.method == "eagle3"                          ? "tree"
+                          : c.method == "eagle3-auto"                     ? "auto"
+                                                                          : c.method;
     s.method = sched::parse_method(m);
     s.draft_k = c.draft_k > 0 ? c.draft_k : s.draft_k;
     s.tree_budget = c.tree_budget > 0 ? c.tree_budget : s.tree_budget;
@@ -197,7 +201,7 @@ sched::SpecConfig spec_config(const RunConfig& c, const BenchOptions& o) {
     s.tree_topk = c.tree_topk > 0 ? c.tree_topk : s.tree_topk;
     s.tree_width = o.tree_width;
     s.lookup_min = c.lookup_min;
-    if (c.method == "auto") s.auto_min_gain = c.auto_min_gain;
+    if (m == "auto") s.auto_min_gain = c.auto_min_gain;
     s.ngram_min = o.ngram_min;
     s.ngram_max = o.ngram_max;
     s.mode = sched::parse_mode(o.mode);
@@ -242,7 +246,7 @@ std::vector<RunConfig> group_configs(const BenchOptions& o, const std::vector<st
                             c.lookup_min = lm;
                             out.push_back(c);
                         }
-        } else if (m == "auto") {
+        } else if (m == "auto" || m == "eagle3-auto") {
             // One configuration per margin (--auto-min-gain): the cost model
             // picks each round's shape, up to the longest draft chain the sweep offers.
             for (double g : o.auto_min_gain) {
@@ -562,8 +566,11 @@ void run_sweep(BenchResult& r) {
                                 const RunConfig& cfg = r.configs[ci];
                                 const bool is_ar = cfg.method == "ar";
                                 // An EAGLE-3 head needs the prompt's target features, which the
-                                // shared prefill does not keep: those configurations prefill themselves.
-                                const bool shared = share && !is_eagle3_method(cfg.method);
+                                // shared prefill does not keep: those configurations prefill
+                                // themselves (auto drafts with the head when there is no -d).
+                                const bool shared =
+                                    share && !is_eagle3_method(cfg.method) &&
+                                    !(cfg.method == "auto" && !eng.draft && eng.target->eagle3());
                                 std::vector<double> dec, pre_s;
                                 RunOutput out;
                                 std::string trace;

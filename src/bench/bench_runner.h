@@ -96,7 +96,8 @@ private:
 // Methods this build can run; for the others, why not.
 bool method_available(const std::string& method, const BenchOptions& o, std::string* why);
 
-// eagle3 (the head's dynamic tree) and eagle3-chain: draft from --eagle3's head.
+// eagle3 (the head's dynamic tree), eagle3-chain and eagle3-auto (auto's
+// chains from the head): draft from --eagle3's head.
 bool is_eagle3_method(const std::string& m);
 
 // What a resumed run must match: the options that change records, the model

@@ -37,6 +37,31 @@ spec::ForwardTimer forward_timer(const CalibrationTarget& t, int seq) {
     };
 }
 
+spec::ForwardTimer eagle3_forward_timer(model::Eagle3Forward& fwd, kv::KvCache& cache, ThreadPool& pool, int seq) {
+    SPECDEC_CHECK(seq >= 0 && seq < cache.n_seq(), "cost calibration: no sequence ", seq, " in the head's cache");
+    auto batch = std::make_shared<model::Eagle3Batch>();
+    auto result = std::make_shared<model::Eagle3Output>();
+    model::Eagle3Forward* f = &fwd;
+    kv::KvCache* c = &cache;
+    ThreadPool* p = &pool;
+    return [f, c, p, seq, batch, result](int rows) -> double {
+        const int from = c->committed(seq);
+        if (rows < 1 || rows >= c->n_ctx() - from) return 0.0;  // no room to time it: left unmeasured
+        const int H = f->head().config().hidden;
+        const std::vector<float> g((size_t)H, 0.01f);
+        std::vector<int32_t> anc;
+        batch->clear();
+        // A draft chain: row i sees the rows before it (speculative slots).
+        for (int i = 0; i < rows; ++i) {
+            batch->add(1, from + i, seq, i, anc, true, g.data(), H);
+            anc.push_back(i);
+        }
+        const double t0 = now_s();
+        f->forward(*batch, *c, *p, *result);
+        return now_s() - t0;
+    };
+}
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -133,7 +158,7 @@ std::shared_ptr<spec::RowCostCurve> row_cost_curve(const CalibrationTarget& t, i
         return c;
     }
     const double t0 = now_s();
-    spec::calibrate(*curve, forward_timer(t, 0), rows, 3);
+    spec::calibrate(*curve, t.timer ? t.timer : forward_timer(t, 0), rows, 3);
     out = CostSource{CostOrigin::Calibrated, now_s() - t0};
     SPECDEC_CHECK(!curve->empty(), "cost calibration of ", t.path, ": no forward could be timed (context full)");
     if (!path.empty()) {

@@ -29,6 +29,7 @@
 #include <string>
 
 #include "kv/kv_cache.h"
+#include "model/eagle3_forward.h"
 #include "model/transformer.h"
 #include "spec/cost_model.h"
 
@@ -44,6 +45,10 @@ struct CalibrationTarget {
     ThreadPool* pool = nullptr;
     std::string path;     // the model file
     std::string variant;  // what else tells this model apart from the file's full one ("layers=0-11"), or ""
+    // Set: times the forwards instead of model/cache (a drafter that is not a
+    // Transformer, e.g. an EAGLE-3 head: eagle3_forward_timer); pool still
+    // names the thread count of the key.
+    spec::ForwardTimer timer;
 };
 
 // Where a curve came from.
@@ -67,5 +72,10 @@ std::string cost_cache_path();
 
 // A timer of verification-shaped forwards for `t`, in sequence `seq`.
 spec::ForwardTimer forward_timer(const CalibrationTarget& t, int seq);
+
+// The same for an EAGLE-3 head's forwards (a draft chain of `rows` rows, every
+// one with logits, past sequence `seq`'s committed rows of the head's cache,
+// never committed), in `pool`.
+spec::ForwardTimer eagle3_forward_timer(model::Eagle3Forward& fwd, kv::KvCache& cache, ThreadPool& pool, int seq);
 
 }  // namespace specdec::sched

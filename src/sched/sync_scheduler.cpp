@@ -73,8 +73,17 @@ void SyncScheduler::run(const std::vector<std::vector<int32_t>>& prompts, const 
 
 namespace {
 
-// Auto: the draft model's chain (if there is a draft) under the cost model,
-// with prompt lookup; the cost curves are this process's (calibrated on first use).
+// The target's EAGLE-3 head as a proposer (chain or tree as `eo` says).
+std::unique_ptr<spec::Proposer> make_eagle3_proposer(runtime::Engine& target, const spec::Eagle3ProposerOptions& eo) {
+    runtime::Eagle3Draft& e = *target.eagle3();
+    SPECDEC_CHECK(e.cache->n_seq() >= target.cache().n_seq(), "EAGLE-3: the head's cache holds ", e.cache->n_seq(),
+                  " sequences, the target's ", target.cache().n_seq());
+    return std::make_unique<spec::Eagle3Proposer>(*e.forward, *e.cache, target.pool(), eo);
+}
+
+// Auto: the draft model's chain (if there is a draft; else the target's
+// EAGLE-3 head's, if it has one) under the cost model, with prompt lookup;
+// the cost curves are this process's (calibrated on first use).
 ProposerBundle make_adaptive_proposer(const SpecConfig& cfg, runtime::Engine& target, runtime::Engine* draft,
                                       const sample::SamplingParams& params) {
     ProposerBundle b;
@@ -90,7 +99,7 @@ ProposerBundle make_adaptive_proposer(const SpecConfig& cfg, runtime::Engine& ta
     if (max_rows > 6) rows.push_back(max_rows);
     CostSource tsrc, dsrc;
     auto target_costs = row_cost_curve(
-        {&target.model(), &target.cache(), &target.pool(), target.options().model_path, ""}, max_rows, rows, &tsrc);
+        {&target.model(), &target.cache(), &target.pool(), target.options().model_path, "", {}}, max_rows, rows, &tsrc);
     std::shared_ptr<spec::RowCostCurve> draft_costs;
     std::unique_ptr<spec::Proposer> chain;
     if (draft) {
@@ -115,8 +124,23 @@ ProposerBundle make_adaptive_proposer(const SpecConfig& cfg, runtime::Engine& ta
                                         ? ""
                                         : "layers=" + model::format_layer_list(draft->model().layers_run());
         draft_costs = row_cost_curve({&draft->model(), &draft->cache(), &target.pool(), draft->options().model_path,
-                                      variant},
+                                      variant, {}},
                                      32, drows, &dsrc);
+    } else if (target.eagle3()) {
+        // No draft model: the target's EAGLE-3 head drafts the chains, from
+        // the target's own features. Its drafted rows are never kept.
+        spec::Eagle3ProposerOptions eo;
+        eo.chain_k = ao.draft_max;
+        chain = make_eagle3_proposer(target, eo);
+        ao.draft_keeps_accepted = false;
+        const runtime::Eagle3Draft& e = *target.eagle3();
+        const std::vector<int> drows{1, 2, 4, 8, 16};
+        CalibrationTarget ht;
+        ht.pool = &target.pool();
+        ht.path = e.path;
+        ht.variant = "eagle3";
+        ht.timer = eagle3_forward_timer(*e.forward, *e.cache, target.pool(), 0);
+        draft_costs = row_cost_curve(ht, 32, drows, &dsrc);
     }
     b.costs_from = cost_origin_name(tsrc.origin);
     b.calibration_s = tsrc.calibration_s + dsrc.calibration_s;
@@ -173,16 +197,13 @@ ProposerBundle make_proposer(const SpecConfig& cfg, runtime::Engine& target, run
     }
     if (!draft && target.eagle3()) {
         // An EAGLE-3 head drafts from the target's own features.
-        runtime::Eagle3Draft& e = *target.eagle3();
-        SPECDEC_CHECK(e.cache->n_seq() >= target.cache().n_seq(), "EAGLE-3: the head's cache holds ",
-                      e.cache->n_seq(), " sequences, the target's ", target.cache().n_seq());
         spec::Eagle3ProposerOptions eo;
         eo.tree = cfg.method == Method::Tree;
         eo.chain_k = cfg.draft_k;
         eo.tree_topk = cfg.tree_topk;
         eo.tree_depth = cfg.tree_depth;
         eo.tree_budget = cfg.tree_budget;
-        b.proposer = std::make_unique<spec::Eagle3Proposer>(*e.forward, *e.cache, target.pool(), eo);
+        b.proposer = make_eagle3_proposer(target, eo);
     } else {
         SPECDEC_CHECK(draft, "method ", method_name(cfg.method), " needs a draft model (-d DRAFT) or an EAGLE-3 head");
         b.proposer = make_draft_model_proposer(cfg, target, *draft, params, b);

@@ -173,8 +173,11 @@ void AdaptiveProposer::observe(const RoundFeedback& fb) {
             case ShapeKind::Draft:
                 st.draft.observe(o.accepted, o.drafted);
                 // The draft fed the root and every draft but the last; what
-                // the target accepted of them stays valid in its cache.
-                if (o.drafted > 0) st.draft_known = st.hist_len + std::min(o.accepted, o.drafted - 1);
+                // the target accepted of them stays valid in its cache, unless
+                // it drops its own rows (then only the root's is kept).
+                if (o.drafted > 0)
+                    st.draft_known =
+                        st.hist_len + (opts_.draft_keeps_accepted ? std::min(o.accepted, o.drafted - 1) : 0);
                 break;
         }
         st.shape = Shape{};

@@ -1,9 +1,11 @@
 // The adaptive proposer (`--method auto`): each round, for every sequence, the
 // draft shape with the most expected tokens per second, or no draft at all.
 // Candidates are a prompt-lookup chain (free to draft, when the history's
-// suffix occurred before) and a draft-model chain of 1..draft_max tokens
-// (when a draft proposer is given); "none" is a plain AR step, so when no
-// speculation can pay the loop decodes as AR does, at AR's cost.
+// suffix occurred before) and a chain of 1..draft_max tokens from the draft
+// proposer when one is given: a draft model's, or an EAGLE-3 head's (which
+// reads the target's features: those of every committed token are passed on
+// to it, whatever shape each round took); "none" is a plain AR step, so when
+// no speculation can pay the loop decodes as AR does, at AR's cost.
 //
 // What it knows comes from before the round only (spec/cost_model.h): the
 // target's t(n) and the draft's forward times, calibrated once per process
@@ -56,6 +58,11 @@ struct AdaptiveOptions {
     // calibration, and a calibration that came out slow would bias every
     // choice towards drafting.
     int ar_probe_every = 16;
+    // Whether the draft proposer keeps the accepted drafts it fed in its
+    // cache (a draft model: its next catch-up starts after them), or reads
+    // every newly committed row again (an EAGLE-3 head: its drafted rows are
+    // fed its own output, never the target's features, so they are dropped).
+    bool draft_keeps_accepted = true;
 };
 
 // What the choices were, for --json, traces and /metrics.
@@ -79,7 +86,8 @@ struct AdaptiveStats {
 
 class AdaptiveProposer final : public Proposer {
 public:
-    // draft: a chain proposer (a DraftModelProposer), or null for lookup only.
+    // draft: a chain proposer (a DraftModelProposer or an Eagle3Proposer), or
+    // null for lookup only.
     // target_costs (required) and draft_costs (required with a draft) are
     // calibrated curves; they may be shared with other proposers of the process.
     AdaptiveProposer(std::unique_ptr<Proposer> draft, std::shared_ptr<RowCostCurve> target_costs,
@@ -92,6 +100,12 @@ public:
     double last_forward_s() const override { return drafted_ ? draft_->last_forward_s() : 0.0; }
     void observe(const RoundFeedback& fb) override;
     double last_predicted_s() const override { return plan_.predicted_s; }
+    std::span<const int> feature_layers() const override {
+        return draft_ ? draft_->feature_layers() : std::span<const int>{};
+    }
+    void observe_features(const TargetFeatures& f) override {
+        if (draft_) draft_->observe_features(f);
+    }
 
     const AdaptiveStats& stats() const { return stats_; }
     const ShapePlan& last_plan() const { return plan_; }

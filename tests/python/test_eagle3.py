@@ -1,8 +1,9 @@
 """EAGLE-3 draft heads on the CI model (smollm2-135m), with heads of random
 weights written here with numpy and the `safetensors` package's numpy API:
 
-- greedy output of `generate --eagle3 HEAD` with chain and tree is AR's, token
-  for token (Hugging Face and vllm speculators layouts);
+- greedy output of `generate --eagle3 HEAD` with chain, tree and auto (the
+  default with a head when greedy) is AR's, token for token (Hugging Face and
+  vllm speculators layouts);
 - the head's forward (`specdec dev eagle3-dump`) against llama.cpp's own
   EAGLE-3 (its `eagle3` architecture in the installed llama_cpp library, the
   head converted to its GGUF as convert_hf_to_gguf.py does:
@@ -259,6 +260,27 @@ def test_head_forward_matches_numpy_reference(tmp_path, dims, f16):
         assert tok == int(np.argmax(got[row])) + int(t["d2t"][int(np.argmax(got[row]))])
 
 
+def test_auto_drafts_with_the_head(tmp_path, dims):
+    # Without --method, a head drafts under auto when greedy: its chains, prompt
+    # lookup or plain steps, each round as the cost model says; the head keeps
+    # up with every committed token (also after rounds it did not draft), and
+    # the tokens are AR's.
+    head = tmp_path / "head"
+    write_head(head, dims, seed=2, layer_ids=[2, dims.n_layer // 2, dims.n_layer - 3])
+    ar = gen("--method", "ar")
+    e = gen("--eagle3", str(head), "--draft-k", "3")
+    assert e["method"] == "auto" and e["draft_model"] == str(head)
+    assert e["tokens"] == ar["tokens"]
+    a = e["auto"]
+    assert a["rounds_none"] + a["rounds_lookup"] + a["rounds_draft"] > 0
+    # Its prior says drafts are accepted, so the head drafts at first; a
+    # random head is then found out and plain steps follow.
+    assert a["rounds_draft"] > 0 and a["rounds_none"] > 0, a
+    # Sampling keeps the head's chains by default (auto is the greedy default).
+    s = gen("--eagle3", str(head), "--temp", "0.8", "--seed", "3")
+    assert s["method"] == "chain" and s["drafted"] > 0
+
+
 def test_refusals(tmp_path, dims):
     # A pickle checkpoint: refused with the conversion command.
     pk = tmp_path / "pickle"
@@ -279,7 +301,7 @@ def test_refusals(tmp_path, dims):
     assert r.returncode != 0 and str(dims.n_vocab + 100) in r.stderr and str(dims.n_vocab) in r.stderr, r.stderr
     # --eagle3 with a method that does not draft, or next to a draft model.
     r = run("generate", "-m", MODEL, "-p", "x", "-n", "2", "--method", "ngram", "--eagle3", str(voc), check=False)
-    assert r.returncode != 0 and "chain or tree" in r.stderr, r.stderr
+    assert r.returncode != 0 and "auto, chain or tree" in r.stderr, r.stderr
 
 
 def test_head_forward_matches_llama_cpp(tmp_path, dims):

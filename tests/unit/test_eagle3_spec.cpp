@@ -3,7 +3,8 @@
 // tree mask inside the draft); the target captures each committed token's
 // features in the forward that verified it, bit for bit what one plain
 // forward over the final sequence gives; and greedy output of chain and tree
-// drafting from a random head equals greedy AR, in both modes and in batches.
+// drafting from a random head, and of auto choosing between the head's
+// chains, lookup and plain steps, equals greedy AR, in both modes and in batches.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -11,8 +12,10 @@
 #include <random>
 
 #include "model/eagle3_forward.h"
+#include "sched/cost_calibration.h"
 #include "sched/spec_batch.h"
 #include "sched/sync_scheduler.h"
+#include "spec/adaptive_proposer.h"
 #include "spec/draft_model_proposer.h"
 #include "spec/eagle3_proposer.h"
 #include "spec/lookup_first_proposer.h"
@@ -250,6 +253,98 @@ TEST(Eagle3Sched, GreedyIdentityChainAndTree) {
                     ASSERT_EQ(out[i], ref[i]) << c.name << " mode " << sched::mode_name(mode) << " batch " << bs;
                 EXPECT_GT(st.drafted, 0) << c.name;
             }
+}
+
+namespace {
+
+// t(n) = a + b * (n - 1) for n = 1..max_rows.
+std::shared_ptr<spec::RowCostCurve> linear_curve(double a, double b, int max_rows = 32) {
+    auto c = std::make_shared<spec::RowCostCurve>(max_rows);
+    for (int n = 1; n <= max_rows; ++n) c->set(n, a + b * (n - 1));
+    return c;
+}
+
+}  // namespace
+
+TEST(Eagle3Sched, AutoWithAHeadIsGreedyIdenticalUnderEveryCostModel) {
+    // Auto mixes plain steps, lookup chains and the head's chains: the head
+    // must get the features of every committed token, also of the rounds it
+    // did not draft (else its next propose throws), and output stays AR's.
+    ThreadPool pool(1);
+    test::TinyModel target(target_spec(), 256, 3);
+    HeadFixture hf(target, "auto");
+    const std::vector<std::vector<int32_t>> prompts{{1, 2, 3, 4}, {9, 8, 7, 9, 8, 7, 9}, {5}};
+    const int n = 30;
+    std::vector<std::vector<int32_t>> ref;
+    for (const auto& p : prompts) ref.push_back(test::greedy_ar(target, pool, p, n));
+    struct CostCase {
+        const char* name;
+        double ta, tb, da, db;
+    };
+    const std::vector<CostCase> costs{
+        {"drafts never pay", 1.0, 1.0, 0.5, 0.5},
+        {"drafts always pay", 1.0, 0.0001, 0.0001, 0.0001},
+        {"in between", 1.0, 0.2, 0.05, 0.01},
+    };
+    kv::KvCache hcache(hf.fwd->kv_options(256 + 64, 3));
+    for (const auto& c : costs)
+        for (spec::ExecMode mode : {spec::ExecMode::Reference, spec::ExecMode::Performance})
+            for (size_t bs : {1u, 3u}) {
+                spec::Eagle3ProposerOptions eo;
+                eo.chain_k = 4;
+                spec::AdaptiveOptions ao;
+                ao.draft_max = 4;
+                ao.lookup_max = 4;
+                ao.draft_keeps_accepted = false;
+                if (c.tb < 1.0) ao.explore_share = 0.25;  // probes of idle drafters often
+                ao.learn_costs = false;   // the synthetic curves decide, not this machine's timings
+                spec::AdaptiveProposer prop(std::make_unique<spec::Eagle3Proposer>(*hf.fwd, hcache, pool, eo),
+                                            linear_curve(c.ta, c.tb), linear_curve(c.da, c.db), ao);
+                ASSERT_EQ(prop.feature_layers().size(), 3u);
+                sched::TargetContext tc{target.model.get(), target.cache.get(), &pool, 4};
+                sched::SchedulerOptions so;
+                so.mode = mode;
+                so.distinct_siblings = true;
+                so.tree_depth = 4;
+                so.tree_budget = 5;
+                sched::SyncScheduler s(tc, prop, {}, so);
+                std::vector<std::vector<int32_t>> ps(prompts.begin(), prompts.begin() + (long)bs);
+                sched::SpecStats st;
+                const auto out = test::run_collecting(s, ps, n, st);
+                const std::string label = std::string(c.name) + " batch=" + std::to_string(bs) + " " +
+                                          sched::mode_name(mode);
+                for (size_t i = 0; i < bs; ++i) ASSERT_EQ(out[i], ref[i]) << label << " seq " << i;
+                EXPECT_EQ(st.auto_none + st.auto_lookup + st.auto_draft, st.seq_rounds) << label;
+                // A random head is rarely right, so once its acceptance is
+                // learnt even free drafts stop paying: each case drafts with
+                // the head at first (the prior), then mostly steps plainly.
+                if (c.tb < 1.0) {
+                    EXPECT_GT(st.auto_draft, 0) << label;
+                } else {
+                    EXPECT_GT(st.auto_none, st.auto_draft + st.auto_lookup) << label;
+                }
+                // Plain rounds between head rounds: the head caught up on the
+                // features of what it missed (the case that needs them all).
+                if (c.tb == 0.2) {
+                    EXPECT_GT(st.auto_none, 0) << label;
+                }
+            }
+}
+
+TEST(Eagle3Sched, HeadTimerTimesWithoutCommitting) {
+    ThreadPool pool(1);
+    test::TinyModel target(target_spec(), 64, 1);
+    HeadFixture hf(target, "timer");
+    kv::KvCache hcache(hf.fwd->kv_options(32, 1));
+    auto timer = sched::eagle3_forward_timer(*hf.fwd, hcache, pool, 0);
+    for (int rows : {1, 4, 16}) {
+        EXPECT_GT(timer(rows), 0.0) << rows;
+        EXPECT_EQ(hcache.committed(0), 0) << rows;
+    }
+    EXPECT_EQ(timer(32), 0.0);  // no room past the committed rows: left unmeasured
+    spec::RowCostCurve curve(16);
+    spec::calibrate(curve, timer, std::vector<int>{1, 2, 8}, 1);
+    EXPECT_TRUE(curve.measured(1) && curve.measured(2) && curve.measured(8));
 }
 
 TEST(Eagle3Sched, MissingFeaturesAreAClearError) {
