@@ -100,7 +100,7 @@ def test_unavailable_method_fails_without_flag(tmp_path):
 def test_eagle3_methods_need_a_head(tmp_path):
     prompts = tmp_path / "p.jsonl"
     prompts.write_text(json.dumps(PROMPTS[0]) + "\n")
-    for m in ("eagle3", "eagle3-chain"):
+    for m in ("eagle3", "eagle3-chain", "eagle3-auto"):
         p = subprocess.run([str(BIN), "bench", "-m", str(model_path(DEFAULT_MODEL)), "--method", "ar," + m,
                             "--prompts", str(prompts), "-n", "2", "-o", str(tmp_path / "o"), "-q"],
                            capture_output=True, text=True, timeout=60)

@@ -203,8 +203,8 @@ def test_pipeline_trains_a_head_better_than_random(tmp_path, dims):
     print("acceptance, one draft token per round:", rate)
     assert rate["trained"] >= 0.2 and rate["trained"] > rate["random"] + 0.15, rate
 
-    # The same head in `specdec bench` (--eagle3, methods eagle3 and
-    # eagle3-chain), on trained-on chat prompts: lossless, and acceptance at
+    # The same head in `specdec bench` (--eagle3, methods eagle3, eagle3-chain
+    # and eagle3-auto), on trained-on chat prompts: lossless, and acceptance at
     # each draft position in its summary.
     chats = [x for x in responses if x["id"] not in val_ids and x["chat"]][:3]
     prompts = tmp_path / "prompts.jsonl"
@@ -212,10 +212,10 @@ def test_pipeline_trains_a_head_better_than_random(tmp_path, dims):
                                for x in chats))
     bench = tmp_path / "bench"
     run_specdec("bench", "-m", MODEL, "--prompts", str(prompts), "--chat", "-n", "32", "-t", "2", "--quiet",
-                "--method", "ar,eagle3,eagle3-chain", "--eagle3", str(out / "head"), "--draft-k", "1",
+                "--method", "ar,eagle3,eagle3-chain,eagle3-auto", "--eagle3", str(out / "head"), "--draft-k", "1",
                 "--tree-budget", "6", "--tree-depth", "3", "--tree-topk", "2", "-o", str(bench))
     summary = {s["method"]: s for s in json.loads((bench / "bench.json").read_text())["summary"]}
-    for m in ("eagle3", "eagle3-chain"):
+    for m in ("eagle3", "eagle3-chain", "eagle3-auto"):
         assert summary[m]["greedy_matches_ar"] == summary[m]["greedy_compared"] == len(chats), summary[m]
     assert summary["eagle3-chain"]["acceptance_by_position"][0] >= 0.2, summary["eagle3-chain"]
     assert "### Acceptance by draft position" in (bench / "bench.md").read_text()
