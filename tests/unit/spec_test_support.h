@@ -11,6 +11,7 @@
 #include "model/transformer.h"
 #include "sample/sampler.h"
 #include "sched/sync_scheduler.h"
+#include "spec/cost_model.h"
 // GCC 12 reports a false -Wrestrict inside std::string operator+ once the
 // synthetic writer is inlined into a large test; the code is fine.
 #pragma GCC diagnostic push
@@ -86,6 +87,28 @@ inline std::vector<std::vector<int32_t>> run_collecting(sched::SyncScheduler& s,
           },
           st);
     return out;
+}
+
+// t(n) = a + b * (n - 1) for n = 1..max_rows: a synthetic row cost curve.
+inline std::shared_ptr<spec::RowCostCurve> linear_curve(double a, double b, int max_rows = 32) {
+    auto c = std::make_shared<spec::RowCostCurve>(max_rows);
+    for (int n = 1; n <= max_rows; ++n) c->set(n, a + b * (n - 1));
+    return c;
+}
+
+// Synthetic cost models for auto: the target's and the draft's linear curves.
+struct CostCase {
+    const char* name;
+    double ta, tb, da, db;  // target t(n) = ta + tb (n - 1); draft da + db (n - 1)
+};
+// Drafts that never pay, that always pay, and a case in between.
+inline const std::vector<CostCase>& auto_cost_cases() {
+    static const std::vector<CostCase> cases{
+        {"drafts never pay", 1.0, 1.0, 0.5, 0.5},
+        {"drafts always pay", 1.0, 0.01, 0.01, 0.001},
+        {"in between", 1.0, 0.2, 0.2, 0.05},
+    };
+    return cases;
 }
 
 }  // namespace specdec::test

@@ -255,17 +255,6 @@ TEST(Eagle3Sched, GreedyIdentityChainAndTree) {
             }
 }
 
-namespace {
-
-// t(n) = a + b * (n - 1) for n = 1..max_rows.
-std::shared_ptr<spec::RowCostCurve> linear_curve(double a, double b, int max_rows = 32) {
-    auto c = std::make_shared<spec::RowCostCurve>(max_rows);
-    for (int n = 1; n <= max_rows; ++n) c->set(n, a + b * (n - 1));
-    return c;
-}
-
-}  // namespace
-
 TEST(Eagle3Sched, AutoWithAHeadIsGreedyIdenticalUnderEveryCostModel) {
     // Auto mixes plain steps, lookup chains and the head's chains: the head
     // must get the features of every committed token, also of the rounds it
@@ -277,15 +266,7 @@ TEST(Eagle3Sched, AutoWithAHeadIsGreedyIdenticalUnderEveryCostModel) {
     const int n = 30;
     std::vector<std::vector<int32_t>> ref;
     for (const auto& p : prompts) ref.push_back(test::greedy_ar(target, pool, p, n));
-    struct CostCase {
-        const char* name;
-        double ta, tb, da, db;
-    };
-    const std::vector<CostCase> costs{
-        {"drafts never pay", 1.0, 1.0, 0.5, 0.5},
-        {"drafts always pay", 1.0, 0.0001, 0.0001, 0.0001},
-        {"in between", 1.0, 0.2, 0.05, 0.01},
-    };
+    const auto& costs = test::auto_cost_cases();
     kv::KvCache hcache(hf.fwd->kv_options(256 + 64, 3));
     for (const auto& c : costs)
         for (spec::ExecMode mode : {spec::ExecMode::Reference, spec::ExecMode::Performance})
@@ -299,7 +280,7 @@ TEST(Eagle3Sched, AutoWithAHeadIsGreedyIdenticalUnderEveryCostModel) {
                 if (c.tb < 1.0) ao.explore_share = 0.25;  // probes of idle drafters often
                 ao.learn_costs = false;   // the synthetic curves decide, not this machine's timings
                 spec::AdaptiveProposer prop(std::make_unique<spec::Eagle3Proposer>(*hf.fwd, hcache, pool, eo),
-                                            linear_curve(c.ta, c.tb), linear_curve(c.da, c.db), ao);
+                                            test::linear_curve(c.ta, c.tb), test::linear_curve(c.da, c.db), ao);
                 ASSERT_EQ(prop.feature_layers().size(), 3u);
                 sched::TargetContext tc{target.model.get(), target.cache.get(), &pool, 4};
                 sched::SchedulerOptions so;

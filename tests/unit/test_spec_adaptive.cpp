@@ -20,12 +20,7 @@ using namespace specdec;
 
 namespace {
 
-// t(n) = a + b * (n - 1) for n = 1..max_rows.
-std::shared_ptr<spec::RowCostCurve> linear_curve(double a, double b, int max_rows = 32) {
-    auto c = std::make_shared<spec::RowCostCurve>(max_rows);
-    for (int n = 1; n <= max_rows; ++n) c->set(n, a + b * (n - 1));
-    return c;
-}
+using test::linear_curve;
 
 spec::AcceptanceEstimator estimator_at(double p) {
     // A heavy prior at p: the estimate is p at every depth.
@@ -347,15 +342,7 @@ TEST(AdaptiveProposer, GreedyOutputIsArsUnderEveryCostModel) {
     const int n = 40;
     std::vector<std::vector<int32_t>> ref;
     for (const auto& p : prompts) ref.push_back(test::greedy_ar(target, pool, p, n));
-    struct CostCase {
-        const char* name;
-        double ta, tb, da, db;
-    };
-    const std::vector<CostCase> costs{
-        {"drafts never pay", 1.0, 1.0, 0.5, 0.5},
-        {"drafts always pay", 1.0, 0.01, 0.01, 0.001},
-        {"in between", 1.0, 0.2, 0.2, 0.05},
-    };
+    const auto& costs = test::auto_cost_cases();
     for (const auto& c : costs)
         for (test::TinyModel* d : {&other, &self})
             for (spec::ExecMode mode : {spec::ExecMode::Reference, spec::ExecMode::Performance})
