@@ -414,11 +414,16 @@ int cmd_serve(int argc, char** argv) {
                    "self-speculation (no -d needed): the draft is the target's first L layers (L), the layers "
                    "listed (0-7,10,12: kept in order, then the final norm and LM head), or auto (the choice "
                    "`specdec calibrate` saved next to the model)");
+    std::string eagle3;
+    app.add_option("--eagle3", eagle3,
+                   "EAGLE-3 draft head for auto, chain and tree (a directory with config.json and "
+                   "model.safetensors, Hugging Face or vllm speculators layout), instead of -d");
     app.add_option("--method", method,
                    "default speculation method of greedy requests: auto (the cost model picks each round's "
-                   "draft chain, lookup chain or none; the default), ar, chain, tree, ssd (these three need "
-                   "a draft) or ngram; sampled requests default to ar (a seed then reproduces the text); "
-                   "a request may pick another with {\"specdec\": {\"method\": ...}}")
+                   "draft chain, lookup chain or none; the default), ar, chain, tree (these two need a draft "
+                   "model or an EAGLE-3 head), ssd (needs a draft model) or ngram; sampled requests default to "
+                   "ar (a seed then reproduces the text); a request may pick another with "
+                   "{\"specdec\": {\"method\": ...}}")
         ->check(CLI::IsMember({"auto", "ar", "chain", "tree", "ngram", "ssd"}));
     sched::SpecConfig& spec = sopts.spec;
     app.add_option("--draft-k", spec.draft_k, "draft chain length (chain, ngram)")->check(CLI::Range(1, 64));
@@ -490,9 +495,14 @@ int cmd_serve(int argc, char** argv) {
     ssd.validate();
     const bool self_spec = !draft_layers.empty();
     SPECDEC_CHECK(!self_spec || draft.empty(), "give either -d DRAFT or --draft-layers L, not both");
+    const bool head = !eagle3.empty();
+    SPECDEC_CHECK(!head || (draft.empty() && !self_spec),
+                  "give either --eagle3 HEAD or -d DRAFT / --draft-layers L, not both");
+    SPECDEC_CHECK(!head || method != "ssd", "--method ssd drafts with a draft model (-d DRAFT), not an EAGLE-3 head");
     const auto method_needs_draft = [](const std::string& m) { return m == "chain" || m == "tree" || m == "ssd"; };
-    SPECDEC_CHECK(!method_needs_draft(method) || !draft.empty() || self_spec, "--method ", method,
-                  " needs a draft model (-d DRAFT) or a self-speculation depth (--draft-layers L)");
+    SPECDEC_CHECK(!method_needs_draft(method) || !draft.empty() || self_spec || head, "--method ", method,
+                  " needs a draft model (-d DRAFT), a self-speculation depth (--draft-layers L)",
+                  method == "ssd" ? "" : " or an EAGLE-3 head (--eagle3 HEAD)");
 
     // Fixed malloc thresholds (setting one turns glibc's dynamic ones off):
     // otherwise, once a freed block above 128 KiB (a large request body)
@@ -523,6 +533,7 @@ int cmd_serve(int argc, char** argv) {
         eopts.threads = std::max(1, (int)std::thread::hardware_concurrency() - ssd.draft_threads);
     eopts.draft = draft;
     eopts.draft_layers = draft_layers;
+    eopts.eagle3 = eagle3;  // its cache gets one sequence per target sequence (batch slot)
     // One KV sequence per batch slot; the draft's also one scratch slot per
     // cached SSD branch (any request may ask for ssd).
     eopts.sequences = sopts.max_batch;
@@ -541,6 +552,9 @@ int cmd_serve(int argc, char** argv) {
     info.n_ctx = engine->n_ctx();
     info.available_methods = {"ar", "auto", "ngram"};
     if (draft_engine) info.available_methods.insert(info.available_methods.end(), {"chain", "tree", "ssd"});
+    // A head drafts chains and trees (and auto's chains) inside the batch;
+    // SSD's draft side runs a draft model only.
+    if (head) info.available_methods.insert(info.available_methods.end(), {"chain", "tree"});
     info.default_method = method;
     info.max_tokens = max_tokens;
 
@@ -621,6 +635,7 @@ int cmd_serve(int argc, char** argv) {
                  (int)engine->pool().size(), max_tokens, sopts.request_timeout_s, method.c_str(),
                  draft_engine ? (", draft " + std::filesystem::path(draft_engine->options().model_path).stem().string())
                                     .c_str()
+                 : head       ? (", EAGLE-3 head " + eagle3).c_str()
                               : "",
                  api_key.empty() ? "" : ", API key required");
     std::fflush(stderr);

@@ -170,12 +170,15 @@ void parse_spec(const json& body, const ServerInfo& info, bool greedy, SpecOptio
         if (std::find(av.begin(), av.end(), spec.method) == av.end()) {
             std::string list;
             for (const auto& a : av) list += (list.empty() ? "" : ", ") + a;
-            // Chain, tree and ssd draft with a draft model: say why they are missing.
+            // Chain and tree draft with a draft model or an EAGLE-3 head, ssd
+            // with a draft model only: say why they are missing.
             const bool needs_draft = spec.method == "chain" || spec.method == "tree" || spec.method == "ssd";
-            throw bad("method " + spec.method + " not available" +
-                          (needs_draft ? ": it needs a draft model and this server was started without one "
-                                         "(-d DRAFT or --draft-layers L)"
-                                       : "") +
+            const char* why = spec.method == "ssd"
+                                  ? ": it needs a draft model and this server was started without one "
+                                    "(-d DRAFT or --draft-layers L)"
+                                  : ": it needs a draft model or an EAGLE-3 head and this server was started "
+                                    "without either (-d DRAFT, --draft-layers L or --eagle3 HEAD)";
+            throw bad("method " + spec.method + " not available" + (needs_draft ? why : "") +
                           " (available: " + list + ")",
                       "specdec.method", needs_draft ? "draft_model_required" : "method_not_available");
         }

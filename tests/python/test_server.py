@@ -732,6 +732,68 @@ def test_ssd_serve_refuses_without_draft_and_bad_options():
     assert out.returncode != 0 and "fanout" in out.stderr
 
 
+def method_counter(metrics: str, name: str, method: str) -> float:
+    key = f'{name}{{method="{method}"}} '
+    return sum(float(l.split()[-1]) for l in metrics.splitlines() if l.startswith(key))
+
+
+def test_serve_with_an_eagle3_head(tmp_path):
+    """`serve --eagle3 HEAD`: the head drafts for auto (the default), chain and
+    tree inside the continuous batch, next to ar and ngram requests; every
+    greedy answer is AR's; ssd (a draft model's) is refused per request and
+    as the server's method. The head has random weights (tests/python/test_eagle3.py
+    writes it in the released Hugging Face layout)."""
+    from test_eagle3 import target_dims, write_head
+
+    dims = target_dims(model_path(DEFAULT_MODEL))
+    head = tmp_path / "head"
+    write_head(head, dims, seed=4, layer_ids=[2, dims.n_layer // 2, dims.n_layer - 3])
+    base = [str(BIN), "serve", "-m", str(model_path(DEFAULT_MODEL)), "--port", "0", "--eagle3", str(head)]
+    for extra, words in [(["--method", "ssd"], "not an EAGLE-3 head"),
+                         (["-d", str(model_path(DEFAULT_MODEL))], "not both")]:
+        out = subprocess.run(base + extra, capture_output=True, text=True, timeout=60)
+        assert out.returncode != 0 and words in out.stderr, out.stderr
+    s = Server("--max-batch", "4", "--max-queue", "16", "--eagle3", str(head), "--draft-k", "3",
+               "--tree-topk", "2", "--tree-depth", "3", "--tree-budget", "6")
+    try:
+        c = s.client()
+        status, body = s.request("GET", "/v1/models")
+        info = json.loads(body)["data"][0]["specdec"]
+        assert status == 200 and info["default_method"] == "auto"
+        assert {"auto", "chain", "tree"} <= set(info["methods"]) and "ssd" not in info["methods"], info
+        for method in [None, "chain", "tree"]:
+            check_equals_ar(c, **spec_body(method))
+        with pytest.raises(openai.BadRequestError) as e:
+            c.completions.create(model=MODEL, prompt="x", max_tokens=2, **spec_body("ssd"))
+        assert "draft model" in str(e.value)
+        # Concurrent clients, each with its own method: one batch, AR's tokens.
+        n_tok = 24
+        refs = [ar_ref(p, n_tok, chat=True)["text"] for p in PROMPTS[:6]]
+        plan = ["chain", "tree", "auto", "ar", "ngram", "chain"]
+
+        def one(i: int):
+            return stream_chat(s.client(), PROMPTS[i], n_tok, **spec_body(plan[i]))[0]
+
+        with ThreadPoolExecutor(len(plan)) as ex:
+            outs = list(ex.map(one, range(len(plan)), timeout=TIMEOUT * 2))
+        for i, (out, ref) in enumerate(zip(outs, refs)):
+            assert out == ref, f"client {i} ({plan[i]}) differs from AR"
+        # Seeded sampling under the head's chain reproduces.
+        a, b = [c.completions.create(model=MODEL, prompt="Once upon a time", max_tokens=16, temperature=0.9,
+                                     seed=7, **spec_body("chain")).choices[0].text for _ in range(2)]
+        assert a == b
+        m = s.metrics()
+        for method in ["chain", "tree"]:
+            assert method_counter(m, "specdec_method_drafted_total", method) > 0, (method, m)
+        assert method_counter(m, "specdec_method_tokens_total", "auto") > 0
+        draft_rounds = [float(l.split()[-1]) for l in m.splitlines()
+                        if l.startswith('specdec_auto_rounds_total{shape="draft"}')]
+        assert draft_rounds and draft_rounds[0] > 0, m  # auto drafted with the head
+    finally:
+        s.stop()
+    assert s.proc.returncode == 0
+
+
 def test_serve_draft_layers_list_and_auto(tmp_path):
     """--draft-layers takes generate's forms: a list keeps those layers (output still AR's);
     auto without a calibration file is refused naming `specdec calibrate`."""
