@@ -59,7 +59,8 @@ int cmd_generate(int argc, char** argv) {
     std::string eagle3;
     app.add_option("--eagle3", eagle3,
                    "EAGLE-3 draft head for auto, chain and tree (a directory with config.json and "
-                   "model.safetensors, Hugging Face or vllm speculators layout), instead of -d");
+                   "model.safetensors, Hugging Face or vllm speculators layout, or llama.cpp's eagle3 GGUF file), "
+                   "instead of -d");
     std::string draft_layers;
     app.add_option("--draft-layers", draft_layers,
                    "self-speculation (no -d needed): the draft is the target's first L layers (L), the layers "

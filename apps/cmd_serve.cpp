@@ -417,7 +417,8 @@ int cmd_serve(int argc, char** argv) {
     std::string eagle3;
     app.add_option("--eagle3", eagle3,
                    "EAGLE-3 draft head for auto, chain and tree (a directory with config.json and "
-                   "model.safetensors, Hugging Face or vllm speculators layout), instead of -d");
+                   "model.safetensors, Hugging Face or vllm speculators layout, or llama.cpp's eagle3 GGUF file), "
+                   "instead of -d");
     app.add_option("--method", method,
                    "default speculation method of greedy requests: auto (the cost model picks each round's "
                    "draft chain, lookup chain or none; the default), ar, chain, tree (these two need a draft "

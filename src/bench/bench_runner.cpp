@@ -296,6 +296,9 @@ nlohmann::json run_fingerprint(const BenchResult& r) {
     fp["target_sha256"] = r.meta.contains("target") ? r.meta["target"].value("sha256", "") : "";
     fp["draft_sha256"] =
         r.meta.contains("draft") && r.meta["draft"].is_object() ? r.meta["draft"].value("sha256", "") : "";
+    // Only with a head: runs without one keep their fingerprints.
+    if (r.meta.contains("eagle3") && r.meta["eagle3"].is_object())
+        fp["eagle3_sha256"] = r.meta["eagle3"].value("sha256", "");
     fp["prompts_sha256"] = sha256_hex(prompts);
     fp["conversations"] = r.conversations.size();
     return fp;

@@ -114,10 +114,11 @@ void Eagle3Forward::forward(const Eagle3Batch& b, kv::KvCache& cache, ThreadPool
         float* ys[] = {q_.data(), k_.data(), v_.data()};
         kernels::matmul_group(ws, ys, 3, x_.data(), n, pool);
     }
-    // Hugging Face llama RoPE (rotate_half): pairs (i, i + head_dim/2).
+    // Hugging Face llama RoPE (rotate_half): pairs (i, i + head_dim/2); a
+    // GGUF head's q/k rows are permuted for pairs (2i, 2i + 1).
     kernels::RopeParams rp;
     rp.n_rot = c.head_dim;
-    rp.neox = true;
+    rp.neox = c.rope_neox;
     rp.freq_base = c.rope_theta;
     rows([&](int i) {
         float* qi = q_.data() + (size_t)i * q_dim;

@@ -346,6 +346,36 @@ def test_resume_refuses_other_options(prompts_file, tmp_path):
     assert len(lines) == 2
 
 
+def test_resume_refuses_another_eagle3_head_at_the_same_path(prompts_file, tmp_path):
+    # A head is identified by its weights' sha256, not its path: retraining
+    # one in place and resuming would otherwise mix records of two heads.
+    # The head here is llama.cpp's eagle3 GGUF of a random head.
+    from test_eagle3 import convert_to_gguf, target_dims, write_head
+
+    dims = target_dims(model_path(DEFAULT_MODEL))
+    head = tmp_path / "head.gguf"
+    write_head(tmp_path / "a", dims, seed=1)
+    convert_to_gguf(tmp_path / "a", head)
+    out = tmp_path / "out"
+    cmd = [str(BIN), "bench", "-m", str(model_path(DEFAULT_MODEL)), "--eagle3", str(head),
+           "--method", "ar,eagle3-chain", "--draft-k", "2", "--prompts", str(prompts_file), "--chat", "-n", "8",
+           "-t", "1", "--warmup", "0", "--reps", "1", "-c", "512", "-o", str(out), "-q"]
+    run_bench(cmd + ["--stop-after", "1"])
+    assert load_report(out)["meta"]["eagle3"]["sha256"] and HEX64.match(load_report(out)["meta"]["eagle3"]["sha256"])
+    write_head(tmp_path / "b", dims, seed=2)
+    convert_to_gguf(tmp_path / "b", head)
+    p = run_bench(cmd + ["--resume"], ok=False)
+    assert p.returncode != 0 and "other options or models" in p.stderr and "eagle3_sha256" in p.stderr, p.stderr
+    # The first head back: the run resumes and completes, every record AR's tokens.
+    convert_to_gguf(tmp_path / "a", head)
+    run_bench(cmd + ["--resume"])
+    recs = load_report(out)["records"]
+    ar = {(r["conv_id"], r["turn"]): r["tokens"] for r in recs if r["method"] == "ar"}
+    e3 = [r for r in recs if r["method"] == "eagle3-chain"]
+    assert len(ar) == 3 and len(e3) == 3
+    assert all(r["tokens"] == ar[(r["conv_id"], r["turn"])] and r["matches_ar"] for r in e3)
+
+
 def test_shards_merge_into_the_full_report(report, prompts_file, tmp_path):
     out = tmp_path / "out"
     run_bench(bench_cmd(prompts_file, out, "--shard", "1/2"))

@@ -3,12 +3,14 @@ weights written here with numpy and the `safetensors` package's numpy API:
 
 - greedy output of `generate --eagle3 HEAD` with chain, tree and auto (the
   default with a head when greedy) is AR's, token for token (Hugging Face and
-  vllm speculators layouts);
+  vllm speculators layouts, and llama.cpp's eagle3 GGUF written the way its
+  converter writes one);
 - the head's forward (`specdec dev eagle3-dump`) against llama.cpp's own
   EAGLE-3 (its `eagle3` architecture in the installed llama_cpp library, the
   head converted to its GGUF as convert_hf_to_gguf.py does:
   tools/reference/eagle3_llama_ref.py), on the same features and tokens,
-  including self-fed draft steps; and the feature rows the target captures
+  including self-fed draft steps, with specdec reading the head both in the
+  Hugging Face layout and as that very GGUF file; and the feature rows the target captures
   against llama.cpp's own layer inputs (llama_set_embeddings_layer_inp);
 - the forward with F16-stored matrices against a plain numpy implementation
   of the decoder layer written here from the EAGLE paper and code (a weaker
@@ -347,3 +349,52 @@ def test_head_forward_matches_llama_cpp(tmp_path, dims):
     assert (logits.argmax(1) == ll_logits.argmax(1)).all()
     perr = np.abs(pre - ll_pre).max(axis=1) / np.abs(ll_pre).max(axis=1)
     assert perr.max() < 1e-4, perr
+    # The same head as llama.cpp's own GGUF (written the way its converter
+    # writes one: q/k rows permuted for interleaved RoPE, absolute d2t), now
+    # loaded by specdec: the same draft logits as llama.cpp on that very file.
+    (tmp_path / "in_gguf.json").write_text(json.dumps({"model": str(model_path(MODEL)),
+                                                       "eagle3": str(ref / "head.gguf"), "tokens": tokens,
+                                                       "draft_steps": 3, "threads": 2}))
+    gdump = tmp_path / "gdump.json"
+    run("dev", "eagle3-dump", str(tmp_path / "in_gguf.json"), str(gdump))
+    gj = json.loads(gdump.read_text())
+    assert gj["draft_tokens"] == j["draft_tokens"] and gj["rows"] == j["rows"]
+    g_logits = np.fromfile(str(gdump) + ".logits", dtype=np.float32).reshape(gj["rows"], V)
+    gerr = np.abs(g_logits - ll_logits).max(axis=1) / np.abs(ll_logits).max(axis=1)
+    assert gerr.max() < 1e-4, gerr
+    assert (g_logits.argmax(1) == ll_logits.argmax(1)).all()
+
+
+def convert_to_gguf(head: Path, out: Path) -> Path:
+    """llama.cpp's eagle3 GGUF of a Hugging Face layout head (tools/reference/eagle3_llama_ref.py)."""
+    sys.path.insert(0, str(REPO_ROOT / "tools" / "reference"))
+    try:
+        from eagle3_llama_ref import convert
+    finally:
+        sys.path.pop(0)
+    convert(head, model_path(MODEL), out)
+    return out
+
+
+def test_gguf_head_greedy_equals_ar(tmp_path, dims):
+    # generate and bench with a head given as llama.cpp's GGUF: AR's tokens.
+    head = tmp_path / "head"
+    write_head(head, dims, seed=5)
+    g = convert_to_gguf(head, tmp_path / "head.gguf")
+    ar = gen("--method", "ar")
+    for method, extra in [("chain", ["--draft-k", "3"]),
+                          ("tree", ["--tree-topk", "2", "--tree-depth", "3", "--tree-budget", "6"])]:
+        e = gen("--method", method, "--eagle3", str(g), *extra)
+        assert e["tokens"] == ar["tokens"], method
+        assert e["drafted"] > 0 and e["draft_model"] == str(g)
+    # Not an eagle3 GGUF (the target itself), and a GGUF head made for
+    # another target's width: refused, naming what is wrong.
+    r = run("generate", "-m", MODEL, "-p", "x", "-n", "2", "--method", "chain", "--eagle3", str(model_path(MODEL)),
+            check=False)
+    assert r.returncode != 0 and "not eagle3" in r.stderr, r.stderr
+    small = tmp_path / "small"
+    narrow = 2 * 4 * dims.n_head  # head size 8
+    write_head(small, dims, hidden=narrow, target_hidden=narrow, draft_vocab=256, n_ff=64)
+    r = run("generate", "-m", MODEL, "-p", "x", "-n", "2", "--method", "chain", "--eagle3",
+            str(convert_to_gguf(small, tmp_path / "small.gguf")), check=False)
+    assert r.returncode != 0 and str(narrow) in r.stderr and str(dims.n_embd) in r.stderr, r.stderr
