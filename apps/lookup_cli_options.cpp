@@ -17,6 +17,11 @@ void add_auto_options(CLI::App& app, sched::SpecConfig& spec) {
                    "auto: take a draft only when the cost model predicts it this much faster than a plain AR "
                    "step (0.02 = 2 %; higher is safer where drafts barely pay)")
         ->check(CLI::Range(0.0, 1.0));
+    app.add_option("--auto-siblings", spec.auto_siblings,
+                   "auto, greedy: the cost model may put the draft's second choice beside its chain at up to "
+                   "this many depths (a small tree: more verification rows, no more draft steps); -1 (the "
+                   "default): up to --draft-k; 0: chains only")
+        ->check(CLI::Range(-1, 64));
 }
 
 }  // namespace specdec::cli

@@ -38,6 +38,9 @@ struct SpecConfig {
     int auto_lookup_max = 8;
     // Auto: how much faster than AR a plan with drafts must be predicted to be taken.
     double auto_min_gain = 0.02;
+    // Auto: sibling leaves (the draft's second choice) beside a draft chain at
+    // up to this many depths, when greedy; -1: up to draft_k; 0: chains only.
+    int auto_siblings = -1;
     int lookup_len() const {
         if (lookup_k > 0) return lookup_k;
         return method == Method::Chain ? draft_k : std::min(tree_depth, tree_budget - 1);

@@ -38,6 +38,7 @@ struct SpecStats {
     // Auto: sequence-rounds by chosen shape, and the cost model's predicted
     // against the measured seconds of those rounds.
     int auto_none = 0, auto_lookup = 0, auto_draft = 0;
+    int auto_sibling_drafts = 0;  // sibling leaves beside auto's draft chains (greedy)
     double auto_predicted_s = 0, auto_measured_s = 0;
     // Where auto's cost curves came from (calibrated, file, process; the
     // target's) and the seconds calibration took (both curves).

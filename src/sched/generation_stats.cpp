@@ -30,6 +30,7 @@ nlohmann::json generation_stats(const Result& r) {
         j["auto"] = {{"rounds_none", st.auto_none},
                      {"rounds_lookup", st.auto_lookup},
                      {"rounds_draft", st.auto_draft},
+                     {"sibling_drafts", st.auto_sibling_drafts},
                      {"predicted_s", st.auto_predicted_s},
                      {"measured_s", st.auto_measured_s},
                      {"costs_from", st.auto_costs_from},

@@ -145,8 +145,11 @@ StepReport SpecBatch::step(const OnToken& on_token) {
     for (int i : order_) {
         Slot& s = slots_[i];
         const int room = cache.n_ctx() - cache.committed(i);
-        // A tree of T nodes emits at most T tokens: no point drafting past the end.
-        inputs_.push_back({i, s.hist, std::min(room, s.max_new - s.generated)});
+        // A tree of T nodes emits at most T tokens: no point drafting past the
+        // end. Nor past the slot's tree budget (its invariant check).
+        int cap = std::min(room, s.max_new - s.generated);
+        if (s.spec.tree_budget > 0) cap = std::min(cap, s.spec.tree_budget);
+        inputs_.push_back({i, s.hist, cap});
     }
     const size_t n = order_.size();
     trees_.resize(n);
@@ -217,6 +220,7 @@ StepReport SpecBatch::step(const OnToken& on_token) {
         stats_.count_accepted(vr_.n_accepted());
         stats_.emitted += (int)vr_.emitted.size();
         rep.slots[k].accepted = vr_.n_accepted();
+        rep.slots[k].last_node = vr_.path.back();
         if (trees_[k].from_lookup) {
             rep.slots[k].lookup = true;
             ++stats_.lookup_rounds;
@@ -237,7 +241,8 @@ StepReport SpecBatch::step(const OnToken& on_token) {
     // Each proposer learns from its own sequences' outcomes (same grouping as
     // the propose calls above) and the shared forward's time.
     outcomes_.resize(n);
-    for (size_t k = 0; k < n; ++k) outcomes_[k] = {rep.slots[k].slot, rep.slots[k].drafted, rep.slots[k].accepted};
+    for (size_t k = 0; k < n; ++k)
+        outcomes_[k] = {rep.slots[k].slot, rep.slots[k].drafted, rep.slots[k].accepted, rep.slots[k].last_node};
     for_each_proposer_run(n, [&](spec::Proposer* p, size_t a, size_t b) {
         p->observe({std::span(outcomes_).subspan(a, b - a), rep.forward_rows, verify_s});
     });

@@ -41,6 +41,7 @@ struct SlotRound {
     int slot = 0;
     int drafted = 0;   // draft nodes (root excluded)
     int accepted = 0;  // draft tokens accepted
+    int last_node = 0; // tree index of the accepted path's last node (0: none accepted)
     int emitted = 0;   // tokens handed to on_token (accepted + bonus, cut at a stop)
     bool lookup = false;  // the tree was a prompt-lookup chain (DraftTree::from_lookup)
 };

@@ -66,6 +66,7 @@ void SyncScheduler::run(const std::vector<std::vector<int32_t>>& prompts, const 
         stats.auto_none += (int)d.rounds_none;
         stats.auto_lookup += (int)d.rounds_lookup;
         stats.auto_draft += (int)d.rounds_draft;
+        stats.auto_sibling_drafts += (int)d.sibling_drafts;
         stats.auto_predicted_s += d.predicted_s;
         stats.auto_measured_s += d.measured_s;
     }
@@ -93,7 +94,11 @@ ProposerBundle make_adaptive_proposer(const SpecConfig& cfg, runtime::Engine& ta
     ao.min_gain = cfg.auto_min_gain;
     if (cfg.lookup_min > 0) ao.lookup_min_n = cfg.lookup_min;
     ao.lookup_max_n = std::max(ao.lookup_min_n, cfg.ngram_max + 1);
-    const int max_rows = std::max(ao.draft_max, ao.lookup_max) + 1;
+    // Sibling leaves need deterministic drafts: greedy requests only.
+    ao.sibling_max = !params.greedy()        ? 0
+                     : cfg.auto_siblings < 0 ? ao.draft_max
+                                             : std::min(cfg.auto_siblings, ao.draft_max);
+    const int max_rows = std::max(ao.draft_max + ao.sibling_max, ao.lookup_max) + 1;
     std::vector<int> rows;
     for (int n = 1; n <= std::min(max_rows, 6); ++n) rows.push_back(n);
     if (max_rows > 6) rows.push_back(max_rows);
@@ -228,7 +233,9 @@ SchedulerOptions scheduler_options(const SpecConfig& cfg) {
         case Method::Tree: s.tree_budget = cfg.tree_budget; s.tree_depth = cfg.tree_depth; break;
         case Method::Auto:
             s.tree_depth = std::max(cfg.draft_k, cfg.auto_lookup_max);
-            s.tree_budget = s.tree_depth + 1;
+            // A draft chain of draft_k with a sibling beside each node, or the longest lookup chain.
+            s.tree_budget = std::max(cfg.draft_k + std::max(0, cfg.auto_siblings < 0 ? cfg.draft_k : cfg.auto_siblings),
+                                     cfg.auto_lookup_max) + 1;
             break;
     }
     if (cfg.lookup_min > 0 && cfg.needs_draft()) {

@@ -41,6 +41,15 @@ void AcceptanceEstimator::observe(int accepted, int len) {
     if (accepted < len) pooled_rej_ += 1;
 }
 
+void AcceptanceEstimator::observe_one(int depth, bool accepted) {
+    SPECDEC_CHECK(depth >= 1, "acceptance depth must be >= 1");
+    ++n_obs_;
+    Counts& c = at(depth);
+    c.acc = c.acc * opts_.decay + (accepted ? 1 : 0);
+    c.rej = c.rej * opts_.decay + (accepted ? 0 : 1);
+    (accepted ? pooled_acc_ : pooled_rej_) += 1;
+}
+
 void AcceptanceEstimator::revisit(double accept, double weight) {
     SPECDEC_CHECK(accept > 0 && accept < 1 && weight > 0, "acceptance revisit: need 0 < accept < 1, weight > 0");
     for (Counts& c : depth_) c = {accept * weight, (1 - accept) * weight};

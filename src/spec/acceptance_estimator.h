@@ -30,6 +30,9 @@ public:
     explicit AcceptanceEstimator(const AcceptanceOptions& opts = {});
     // A verified chain (or a tree's accepted path) of `len` drafts, `accepted` of them accepted.
     void observe(int accepted, int len);
+    // One draft at `depth` put to the test (a sibling leaf beside a rejected
+    // chain node: accepted or not).
+    void observe_one(int depth, bool accepted);
     // p_i, depth >= 1.
     double p(int depth) const;
     // Expected tokens a round emits with a chain of k drafts: the bonus token

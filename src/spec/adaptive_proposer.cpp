@@ -27,7 +27,8 @@ AdaptiveProposer::SeqState& AdaptiveProposer::state(int seq) {
     SPECDEC_CHECK(seq >= 0, "adaptive proposer: negative sequence id");
     if (seq >= (int)seqs_.size()) seqs_.resize(seq + 1);
     if (!seqs_[seq])
-        seqs_[seq] = std::make_unique<SeqState>(opts_.draft_acceptance, opts_.lookup_acceptance);
+        seqs_[seq] = std::make_unique<SeqState>(opts_.draft_acceptance, opts_.lookup_acceptance,
+                                                opts_.sibling_acceptance);
     return *seqs_[seq];
 }
 
@@ -72,6 +73,10 @@ void AdaptiveProposer::propose(std::span<const ProposeInput> in, std::span<Draft
             c.draft = &st.draft;
             c.draft_max = opts_.draft_max;
             c.draft_catchup = std::max(1, (int)in[i].history.size() - st.draft_known);
+            if (opts_.sibling_max > 0) {
+                c.sibling = &st.sibling;
+                c.sibling_max = opts_.sibling_max;
+            }
         }
         st.hist_len = (int)in[i].history.size();
     }
@@ -112,7 +117,8 @@ void AdaptiveProposer::propose(std::span<const ProposeInput> in, std::span<Draft
                 break;
             case ShapeKind::Draft: {
                 ProposeInput d = in[i];
-                d.max_nodes = s.k + 1;
+                d.max_nodes = s.rows();
+                d.siblings = s.siblings;
                 draft_in_.push_back(d);
                 draft_of_.push_back(i);
                 ++stats_.rounds_draft;
@@ -125,7 +131,19 @@ void AdaptiveProposer::propose(std::span<const ProposeInput> in, std::span<Draft
     draft_out_.resize(draft_in_.size());
     draft_->propose(draft_in_, draft_out_, rng);
     for (size_t j = 0; j < draft_of_.size(); ++j) {
-        stats_.draft_drafts += draft_out_[j].size() - 1;
+        const DraftTree& t = draft_out_[j];
+        SeqState& st = state(in[draft_of_[j]].seq);
+        st.node_depth.assign((size_t)t.size(), 0);
+        st.node_sibling.assign((size_t)t.size(), 0);
+        std::vector<uint8_t> has_child((size_t)t.size(), 0);
+        for (int v = 1; v < t.size(); ++v) {
+            const int par = t.parents[(size_t)v];
+            st.node_depth[(size_t)v] = st.node_depth[(size_t)par] + 1;
+            st.node_sibling[(size_t)v] = has_child[(size_t)par];  // parents come first; so does the chain's child
+            has_child[(size_t)par] = 1;
+            stats_.sibling_drafts += st.node_sibling[(size_t)v];
+        }
+        stats_.draft_drafts += t.size() - 1;
         out[draft_of_[j]] = std::move(draft_out_[j]);
     }
 }
@@ -170,15 +188,31 @@ void AdaptiveProposer::observe(const RoundFeedback& fb) {
             case ShapeKind::Lookup:
                 st.lookup.observe(o.accepted, o.drafted);
                 break;
-            case ShapeKind::Draft:
-                st.draft.observe(o.accepted, o.drafted);
-                // The draft fed the root and every draft but the last; what
-                // the target accepted of them stays valid in its cache, unless
-                // it drops its own rows (then only the root's is kept).
-                if (o.drafted > 0)
+            case ShapeKind::Draft: {
+                // The chain's outcome, and the sibling's where the chain's
+                // node at that depth was rejected and a sibling stood beside it.
+                const size_t n_nodes = st.node_depth.size();
+                const int last = o.last_node >= 0 && (size_t)o.last_node < n_nodes ? o.last_node : 0;
+                const bool on_sibling = last > 0 && st.node_sibling[(size_t)last];
+                const int chain_acc = o.last_node < 0 ? o.accepted
+                                      : last > 0      ? st.node_depth[(size_t)last] - (on_sibling ? 1 : 0)
+                                                      : 0;
+                int chain_len = 0;
+                bool sibling_at_next = false;
+                for (size_t v = 1; v < n_nodes; ++v) {
+                    if (!st.node_sibling[v]) ++chain_len;
+                    else if (st.node_depth[v] == chain_acc + 1) sibling_at_next = true;
+                }
+                st.draft.observe(std::min(chain_acc, chain_len), chain_len);
+                if (sibling_at_next) st.sibling.observe_one(chain_acc + 1, on_sibling);
+                // The draft fed the root and every chain draft but the last;
+                // what the target accepted of them stays valid in its cache,
+                // unless it drops its own rows (then only the root's is kept).
+                if (chain_len > 0)
                     st.draft_known =
-                        st.hist_len + (opts_.draft_keeps_accepted ? std::min(o.accepted, o.drafted - 1) : 0);
+                        st.hist_len + (opts_.draft_keeps_accepted ? std::min(chain_acc, chain_len - 1) : 0);
                 break;
+            }
         }
         st.shape = Shape{};
     }

@@ -2,7 +2,10 @@
 // draft shape with the most expected tokens per second, or no draft at all.
 // Candidates are a prompt-lookup chain (free to draft, when the history's
 // suffix occurred before) and a chain of 1..draft_max tokens from the draft
-// proposer when one is given: a draft model's, or an EAGLE-3 head's (which
+// proposer when one is given, optionally with sibling leaves (the draft's
+// second choice beside the chain's node at its first depths: a small tree
+// whose extra rows cost verification only; sibling_max > 0, deterministic
+// drafts): a draft model's, or an EAGLE-3 head's (which
 // reads the target's features: those of every committed token are passed on
 // to it, whatever shape each round took); "none" is a plain AR step, so when
 // no speculation can pay the loop decodes as AR does, at AR's cost.
@@ -44,6 +47,11 @@ struct AdaptiveOptions {
     int lookup_max_n = 4; // longest suffix tried (first)
     AcceptanceOptions draft_acceptance{0.7, 2.0, 0.9, 16};
     AcceptanceOptions lookup_acceptance{0.6, 2.0, 0.9, 16};
+    // Sibling leaves beside a draft chain (0: chains only; > 0 only where the
+    // draft proposer's drafts are deterministic, e.g. greedy). q_i's prior:
+    // the second choice is right about a third of the times the first is not.
+    int sibling_max = 0;
+    AcceptanceOptions sibling_acceptance{0.3, 2.0, 0.9, 16};
     // Share of AR's time an idle drafter's probes may cost (see above): 0.5 %
     // each for lookup and draft, which keeps the worst case of a prompt where
     // no draft ever pays within about 1 % of AR.
@@ -69,6 +77,7 @@ struct AdaptiveOptions {
 struct AdaptiveStats {
     int64_t rounds_none = 0, rounds_lookup = 0, rounds_draft = 0;  // sequence-rounds by shape
     int64_t lookup_drafts = 0, draft_drafts = 0;                   // drafts proposed by each
+    int64_t sibling_drafts = 0;  // of draft_drafts, sibling leaves beside the chains
     int64_t plans = 0;
     int64_t ar_probes = 0;  // rounds made plain AR to time t(1) (counted in rounds_none too)
     int64_t drafter_probes = 0;  // one-token probes of an idle drafter (counted in its rounds too)
@@ -78,7 +87,8 @@ struct AdaptiveStats {
     AdaptiveStats since(const AdaptiveStats& before) const {
         return {rounds_none - before.rounds_none,     rounds_lookup - before.rounds_lookup,
                 rounds_draft - before.rounds_draft,   lookup_drafts - before.lookup_drafts,
-                draft_drafts - before.draft_drafts,   plans - before.plans,
+                draft_drafts - before.draft_drafts,   sibling_drafts - before.sibling_drafts,
+                plans - before.plans,
                 ar_probes - before.ar_probes,         drafter_probes - before.drafter_probes,
                 predicted_s - before.predicted_s,     measured_s - before.measured_s};
     }
@@ -113,8 +123,13 @@ public:
 
 private:
     struct SeqState {
-        SeqState(const AcceptanceOptions& d, const AcceptanceOptions& l) : draft(d), lookup(l) {}
-        AcceptanceEstimator draft, lookup;
+        SeqState(const AcceptanceOptions& d, const AcceptanceOptions& l, const AcceptanceOptions& s)
+            : draft(d), lookup(l), sibling(s) {}
+        AcceptanceEstimator draft, lookup, sibling;
+        // This round's draft tree, to read its verified outcome: each node's
+        // depth and whether it is a sibling leaf (not its parent's first child).
+        std::vector<int> node_depth;
+        std::vector<uint8_t> node_sibling;
         int draft_known = 0;     // history tokens the draft's cache holds (its next catch-up starts there)
         double credit_draft = 0;   // exploration credit (seconds) earned while the draft sat idle
         double credit_lookup = 0;  // the same for lookup, over rounds that had a lookup match

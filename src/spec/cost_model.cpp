@@ -110,7 +110,16 @@ double seq_expected(const ShapeCandidates& c, const Shape& s) {
     switch (s.kind) {
         case ShapeKind::None: return 1.0;
         case ShapeKind::Lookup: return c.lookup->expected_tokens(s.k);
-        case ShapeKind::Draft: return c.draft->expected_tokens(s.k);
+        case ShapeKind::Draft: {
+            double e = c.draft->expected_tokens(s.k);
+            double reach = 1.0;  // P_{i-1}: every chain draft above depth i accepted
+            for (int i = 1; i <= s.siblings; ++i) {
+                const double p = c.draft->p(i);
+                e += reach * (1 - p) * c.sibling->p(i);
+                reach *= p;
+            }
+            return e;
+        }
     }
     return 1.0;
 }
@@ -122,7 +131,12 @@ void options_of(const ShapeCandidates& c, std::vector<Shape>& out) {
     if (c.lookup && c.lookup_len > 0)
         for (int k = 1; k <= std::min(c.lookup_len, c.max_drafts); ++k) out.push_back({ShapeKind::Lookup, k});
     if (c.draft)
-        for (int k = 1; k <= std::min(c.draft_max, c.max_drafts); ++k) out.push_back({ShapeKind::Draft, k});
+        for (int k = 1; k <= std::min(c.draft_max, c.max_drafts); ++k) {
+            out.push_back({ShapeKind::Draft, k});
+            if (c.sibling)
+                for (int s = 1; s <= std::min(c.sibling_max, std::min(k, c.max_drafts - k)); ++s)
+                    out.push_back({ShapeKind::Draft, k, s});
+        }
 }
 
 }  // namespace
@@ -135,7 +149,7 @@ void evaluate_plan(std::span<const ShapeCandidates> seqs, const RoundCosts& cost
     for (size_t i = 0; i < seqs.size(); ++i) {
         const Shape& s = plan.shapes[i];
         e += seq_expected(seqs[i], s);
-        rows += 1 + s.k;
+        rows += s.rows();
         if (s.kind == ShapeKind::Draft) {
             catchup += std::max(1, seqs[i].draft_catchup);
             deepest = std::max(deepest, s.k);
@@ -187,7 +201,7 @@ ShapePlan choose_shapes(std::span<const ShapeCandidates> seqs, const RoundCosts&
                 }
             }
             plan.shapes[i] = best;
-            if (best.kind != keep.kind || best.k != keep.k) changed = true;
+            if (!(best == keep)) changed = true;
         }
         if (!changed) break;
     }

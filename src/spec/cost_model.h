@@ -3,7 +3,12 @@
 // rows costs t(n) seconds of target forward plus the draft's forwards, and a
 // chain of k drafts emits E(k) tokens in expectation (spec/acceptance_estimator.h);
 // the shape with the most expected tokens per second wins, and "no draft at
-// all" (one row, one token: plain AR) is always among the candidates.
+// all" (one row, one token: plain AR) is always among the candidates. A draft
+// chain may carry sibling leaves (the draft's second choice at its first
+// depths): a small tree that costs verification rows but no draft forwards,
+// expected to add sum_{i <= s} P_{i-1} (1 - p_i) q_i tokens (P_i: the chain's
+// first i drafts all accepted; q_i: the second choice right where the first
+// was not).
 //
 // RowCostCurve holds t(n) for one model on this machine: measured once per
 // process (calibrate) and corrected online from the rounds the loop times.
@@ -54,6 +59,11 @@ void calibrate(RowCostCurve& curve, const ForwardTimer& timer, std::span<const i
 struct ShapeCandidates {
     const AcceptanceEstimator* draft = nullptr;   // null: no draft model
     int draft_max = 0;                            // longest draft chain allowed
+    // Sibling leaves beside a draft chain (ProposeInput::siblings): q_i is the
+    // chance that the draft's second choice at depth i is right when its
+    // first was not. Null or sibling_max 0: chains only.
+    const AcceptanceEstimator* sibling = nullptr;
+    int sibling_max = 0;
     int draft_catchup = 1;                        // rows the draft's first forward reads (>= 1: the root)
     const AcceptanceEstimator* lookup = nullptr;  // null or lookup_len 0: no lookup chain this round
     int lookup_len = 0;                           // tokens the lookup found
@@ -63,7 +73,10 @@ struct ShapeCandidates {
 enum class ShapeKind { None, Lookup, Draft };
 struct Shape {
     ShapeKind kind = ShapeKind::None;
-    int k = 0;  // drafts (0 for None)
+    int k = 0;         // chain drafts (0 for None)
+    int siblings = 0;  // Draft: second choices beside the chain at depths 1..siblings (leaves)
+    int rows() const { return 1 + k + siblings; }
+    bool operator==(const Shape&) const = default;
 };
 inline const char* shape_kind_name(ShapeKind k) {
     return k == ShapeKind::Lookup ? "lookup" : k == ShapeKind::Draft ? "draft" : "none";

@@ -269,27 +269,36 @@ void DraftModelProposer::propose_chain(std::vector<Work>& work, Rng& rng) {
         model::ForwardBatch next;
         for (size_t i = 0; i < work.size(); ++i) {
             Work& w = work[i];
-            const int kw = std::min(K, w.cap - 1);
+            const int kw = w.chain_len;
             if (j > kw || rows[i] < 0) continue;
-            const int prev = (int)w.cands.size() - 1;  // -1: root
+            const int prev = w.tip;  // -1: root
             const size_t before = w.cands.size();
+            // At the first `siblings` depths the second choice too, added after
+            // the chain's node (a leaf: the chain goes on from the first).
+            const int want = j <= w.siblings ? 2 : 1;
             bool stop = false;
             if (fast_top_) {
                 const bool adaptive = opts_.chain_min_prob > 0.0f;
-                draft_top(rows[i], w, prev, 1, adaptive);  // otherwise a chain's scores rank nothing
+                draft_top(rows[i], w, prev, want, adaptive);  // otherwise a chain's scores rank nothing
                 expand_top(w, prev);
                 stop = adaptive && !picks_.empty() && std::exp(picks_[0].logq) < opts_.chain_min_prob;
             } else {
                 draft_dist(rows[i], w, prev, q);
-                expand(w, prev, q, rng);
+                if (want == 2) {  // deterministic only (Work::siblings is 0 for sampled drafts)
+                    const float base = prev < 0 ? 0.0f : w.cands[prev].score;
+                    for (int32_t t : top_k_ids(q, 2)) w.cands.push_back({t, prev, base + std::log(q[t]), j, -1, false});
+                } else {
+                    expand(w, prev, q, rng);
+                }
             }
             if (w.cands.size() == before) {  // q empty (cannot happen for a sane model)
                 rows[i] = -1;
                 continue;
             }
+            w.tip = (int)before;
             if (j < kw && !stop) {
                 const int pos = (int)known_[w.seq].size();
-                next_rows[i] = next.add(w.cands.back().token, pos, w.seq, -1, true);
+                next_rows[i] = next.add(w.cands[w.tip].token, pos, w.seq, -1, true);
                 fed.push_back(i);
             }
         }
@@ -298,7 +307,7 @@ void DraftModelProposer::propose_chain(std::vector<Work>& work, Rng& rng) {
         forward();
         for (size_t i : fed) {
             cache_.commit_length(work[i].seq, 1);
-            known_[work[i].seq].push_back(work[i].cands.back().token);
+            known_[work[i].seq].push_back(work[i].cands[work[i].tip].token);
         }
         rows = next_rows;
     }
@@ -460,8 +469,10 @@ void DraftModelProposer::propose(std::span<const ProposeInput> in, std::span<Dra
             out[i].kind = DraftKind::Sampled;
             out[i].n_vocab = opts_.target_n_vocab;
         }
-        const int cap = opts_.shape == DraftShape::Chain ? std::min(in[i].max_nodes, opts_.chain_k + 1)
-                                                         : std::min(in[i].max_nodes, opts_.tree_budget);
+        const bool chain = opts_.shape == DraftShape::Chain;
+        const int siblings = chain && deterministic_ ? std::max(0, in[i].siblings) : 0;
+        const int cap = chain ? std::min(in[i].max_nodes, opts_.chain_k + 1 + siblings)
+                              : std::min(in[i].max_nodes, opts_.tree_budget);
         if (cap <= 1) continue;
         Work w;
         w.seq = in[i].seq;
@@ -479,6 +490,9 @@ void DraftModelProposer::propose(std::span<const ProposeInput> in, std::span<Dra
         const int depth_room = cache_.n_ctx() - (int)w.hist.size() - 1;
         w.cap = std::min(cap, std::max(1, depth_room + 1));
         if (w.cap <= 1) continue;
+        // The chain first; siblings take only the room left beside it.
+        w.chain_len = std::min(opts_.chain_k, w.cap - 1);
+        w.siblings = std::min(siblings, std::min(w.chain_len, w.cap - 1 - w.chain_len));
         w.out = &out[i];
         work.push_back(std::move(w));
     }

@@ -105,6 +105,9 @@ private:
         int seq = 0;
         std::span<const int32_t> hist;  // windowed history; back() = root
         int cap = 1;                    // max nodes incl. root
+        int chain_len = 0;              // chain shape: drafts along the chain
+        int siblings = 0;               // chain shape: second choices beside its first `siblings` nodes
+        int tip = -1;                   // chain shape: the chain's deepest candidate (-1: the root)
         DraftTree* out = nullptr;
         std::vector<Cand> cands;
         std::vector<int> frontier;      // candidate ids to expand next (-1: root)

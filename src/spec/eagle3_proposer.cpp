@@ -134,9 +134,12 @@ void Eagle3Proposer::propose(std::span<const ProposeInput> in, std::span<DraftTr
             w.depth = std::min(opts_.tree_depth, w.budget - 1);
             w.topk = opts_.tree_topk;
         } else {
-            w.budget = std::min(opts_.chain_k + 1, in[k].max_nodes);
-            w.depth = w.budget - 1;
+            // The chain first; sibling leaves (ProposeInput::siblings) take the room left.
+            const int sib = std::max(0, in[k].siblings);
+            w.budget = std::min(opts_.chain_k + 1 + sib, in[k].max_nodes);
+            w.depth = std::min(opts_.chain_k, w.budget - 1);
             w.topk = 1;
+            w.siblings = std::min(sib, std::min(w.depth, w.budget - 1 - w.depth));
         }
         const SeqState& s = seqs_[w.seq];
         SPECDEC_CHECK(w.root_pos > s.pos0 && pending_rows(s.feats, feat_width_) == w.root_pos - s.pos0,
@@ -179,9 +182,10 @@ void Eagle3Proposer::propose(std::span<const ProposeInput> in, std::span<DraftTr
                                        result_.logit_rows.begin());
             if (w.budget < 2) continue;
             top_children(result_.logits.data() + li * fwd_.head().config().draft_vocab,
-                         std::min(w.topk, w.budget - 1), kids);
+                         std::min(w.children(1), w.budget - 1), kids);
             for (const auto& [lq, id] : kids) {
-                w.frontier.push_back((int)w.cands.size());
+                // A sibling leaf (beyond topk) is never expanded.
+                if ((int)w.frontier.size() < w.topk) w.frontier.push_back((int)w.cands.size());
                 w.cands.push_back({id, -1, lq, 1, -1, -1});
             }
         }
@@ -221,7 +225,7 @@ void Eagle3Proposer::propose(std::span<const ProposeInput> in, std::span<DraftTr
                 std::memcpy(w.prenorm.data() + (size_t)ci * H, result_.prenorm.data() + (size_t)r * H,
                             sizeof(float) * H);
                 // Every fed row wanted logits: logits row == batch row.
-                top_children(result_.logits.data() + (size_t)r * V, w.topk, kids);
+                top_children(result_.logits.data() + (size_t)r * V, w.children(d + 1), kids);
                 const float base = w.cands[ci].score;
                 for (const auto& [lq, id] : kids) {
                     fresh.push_back((int)w.cands.size());

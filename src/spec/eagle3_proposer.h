@@ -80,6 +80,9 @@ private:
         int budget = 1;
         int depth = 0;
         int topk = 1;
+        int siblings = 0;  // chain: children of depths 1..siblings are the top 2 (the second a leaf)
+        // Children wanted of a node at depth d - 1 (children at depth d).
+        int children(int d) const { return d <= siblings ? 2 : topk; }
         DraftTree* out = nullptr;
         std::vector<Cand> cands;
         std::vector<int> frontier;

@@ -16,6 +16,14 @@ struct ProposeInput {
     int seq = 0;                          // sequence id (same id in target and draft caches)
     std::span<const int32_t> history;     // prompt + generated; history.back() is the root
     int max_nodes = 1;                    // cap on tree size incl. the root (context room, tokens left)
+    // Chain proposers with deterministic drafts (draft model, EAGLE-3 head):
+    // also put the draft's second choice beside the chain's node at each of
+    // the first `siblings` depths, as a leaf. Such a tree costs the draft no
+    // more forwards than the chain (leaves are never fed) and the target one
+    // more verification row per sibling; the adaptive proposer asks for it
+    // where rows are cheap and the first choice is often wrong. The chain
+    // node comes first among its parent's children. Others ignore it.
+    int siblings = 0;
 };
 
 // What one verification round did for one sequence a proposer drafted for.
@@ -23,6 +31,9 @@ struct RoundOutcome {
     int seq = 0;
     int drafted = 0;   // draft nodes verified (root excluded)
     int accepted = 0;  // of them accepted (the accepted path's length)
+    // Tree index of the accepted path's last node (0: the root, nothing
+    // accepted); -1: not given (the path is then the chain's first `accepted`).
+    int last_node = -1;
 };
 // The round as the loop timed it: its proposer's sequences, and the one
 // target forward all sequences of the batch shared.

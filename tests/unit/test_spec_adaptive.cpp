@@ -122,6 +122,51 @@ TEST(ChooseShapes, LongestChainWhenDraftsAlwaysPay) {
     EXPECT_EQ(plan.shapes[0].kind, spec::ShapeKind::None);
 }
 
+TEST(ChooseShapes, SiblingsWhereRowsAreCheapAndTheFirstChoiceIsOftenWrong) {
+    // The expected tokens of a chain with sibling leaves: 1 + sum_i P_i +
+    // sum_{i <= s} P_{i-1} (1 - p_i) q_i, here p = 0.5, q = 0.6.
+    const auto flat = linear_curve(1.0, 0.001);
+    const auto drf = linear_curve(0.02, 0.001);
+    const spec::AcceptanceEstimator half = estimator_at(0.5), q = estimator_at(0.6);
+    spec::ShapeCandidates c;
+    c.draft = &half;
+    c.draft_max = 3;
+    c.max_drafts = 10;
+    c.sibling = &q;
+    c.sibling_max = 3;
+    spec::ShapePlan plan;
+    plan.shapes = {{spec::ShapeKind::Draft, 2, 1}};
+    spec::evaluate_plan(std::span(&c, 1), {flat.get(), drf.get(), 1.0}, plan);
+    EXPECT_NEAR(plan.expected_tokens, 1 + 0.5 + 0.25 + 0.5 * 0.6, 1e-9);
+    EXPECT_NEAR(plan.predicted_s, flat->seconds(4) + drf->seconds(1) + drf->seconds(1), 1e-12);
+    plan.shapes = {{spec::ShapeKind::Draft, 3, 3}};
+    spec::evaluate_plan(std::span(&c, 1), {flat.get(), drf.get(), 1.0}, plan);
+    EXPECT_NEAR(plan.expected_tokens, 1 + (0.5 + 0.25 + 0.125) + 0.3 * (1 + 0.5 + 0.25), 1e-9);
+    // Rows nearly free: a sibling at every depth of the longest chain.
+    plan = spec::choose_shapes(std::span(&c, 1), {flat.get(), drf.get(), 1.0});
+    EXPECT_EQ(plan.shapes[0], (spec::Shape{spec::ShapeKind::Draft, 3, 3}));
+    // Room for 4 drafts: the best shape within it still carries a sibling.
+    c.max_drafts = 4;
+    plan = spec::choose_shapes(std::span(&c, 1), {flat.get(), drf.get(), 1.0});
+    EXPECT_LE(plan.shapes[0].rows(), 5);
+    EXPECT_GT(plan.shapes[0].siblings, 0);
+    // A row that costs 0.35 of a step: a chain of one still pays (1.5 tokens
+    // for 1.37 s), a sibling beside it (0.3 tokens more for 0.35 s) does not.
+    c.max_drafts = 10;
+    const auto dear = linear_curve(1.0, 0.35);
+    plan = spec::choose_shapes(std::span(&c, 1), {dear.get(), drf.get(), 1.0});
+    EXPECT_EQ(plan.shapes[0], (spec::Shape{spec::ShapeKind::Draft, 1, 0}));
+    // A second choice that is never right: none either; and none without a sibling estimator.
+    const spec::AcceptanceEstimator never = estimator_at(0.001);
+    c.sibling = &never;
+    plan = spec::choose_shapes(std::span(&c, 1), {flat.get(), drf.get(), 1.0});
+    EXPECT_EQ(plan.shapes[0].kind, spec::ShapeKind::Draft);
+    EXPECT_EQ(plan.shapes[0].siblings, 0);
+    c.sibling = nullptr;
+    plan = spec::choose_shapes(std::span(&c, 1), {flat.get(), drf.get(), 1.0});
+    EXPECT_EQ(plan.shapes[0].siblings, 0);
+}
+
 TEST(ChooseShapes, FreeLookupBeatsADearDraftAndAcceptanceSetsTheLength) {
     const auto tgt = linear_curve(1.0, 0.15);
     const auto drf = linear_curve(0.5, 0.05);  // the draft costs half a step
@@ -299,6 +344,53 @@ TEST(AdaptiveProposer, LookupChainsWhenTheHistoryRepeats) {
                  std::exception);
 }
 
+TEST(DraftModelProposer, SiblingsAreLeavesBesideTheChain) {
+    // ProposeInput::siblings: the same chain as without, and at its first
+    // `siblings` depths the draft's second choice as a leaf after the chain's
+    // node; the room (max_nodes) goes to the chain first.
+    ThreadPool pool(1);
+    test::GreedyModels gm;
+    spec::DraftModelOptions o;
+    o.shape = spec::DraftShape::Chain;
+    o.chain_k = 4;
+    o.target_n_vocab = gm.target.n_vocab();
+    spec::DraftModelProposer prop(*gm.other.model, *gm.other.cache, pool, o);
+    const std::vector<int32_t> hist{1, 2, 3, 4, 5};
+    Rng rng(1);
+    std::vector<spec::DraftTree> out(1);
+    const auto propose = [&](int siblings, int max_nodes) {
+        prop.begin(0);
+        std::vector<spec::ProposeInput> in{{0, hist, max_nodes, siblings}};
+        prop.propose(in, out, rng);
+        return out[0];
+    };
+    const spec::DraftTree chain = propose(0, 16);
+    ASSERT_EQ(chain.size(), 5);
+    const spec::DraftTree t = propose(2, 16);
+    ASSERT_EQ(t.size(), 7);
+    std::vector<int> depth(t.size(), 0), kids(t.size(), 0);
+    std::vector<int32_t> chain_tok;
+    for (int v = 1; v < t.size(); ++v) {
+        const int par = t.parents[v];
+        depth[v] = depth[par] + 1;
+        if (kids[par]++ == 0) {
+            chain_tok.push_back(t.tokens[v]);  // the first child continues the chain
+        } else {
+            EXPECT_LE(depth[v], 2) << "a sibling below depth 2";
+            EXPECT_NE(t.tokens[v], t.tokens[v - 1]) << "a sibling repeats the chain's token";
+        }
+    }
+    EXPECT_EQ(chain_tok, std::vector<int32_t>(chain.tokens.begin() + 1, chain.tokens.end()));
+    // Siblings are leaves: every node with a child is a chain node.
+    int leaves = 0;
+    for (int v = 1; v < t.size(); ++v) leaves += kids[v] == 0;
+    EXPECT_EQ(leaves, 3);  // the chain's tip and two siblings
+    // Room for 5 drafts: the chain of 4 and one sibling.
+    EXPECT_EQ(propose(3, 6).size(), 6);
+    // Room for 3: the chain only, cut to 3.
+    EXPECT_EQ(propose(3, 4).size(), 4);
+}
+
 namespace {
 
 std::vector<std::vector<int32_t>> run_auto(test::TinyModel& target, test::TinyModel& draft, ThreadPool& pool,
@@ -318,13 +410,14 @@ std::vector<std::vector<int32_t>> run_auto(test::TinyModel& target, test::TinyMo
     ao.draft_max = 5;
     ao.lookup_max = 6;
     ao.lookup_min_n = 1;
+    ao.sibling_max = 5;       // greedy: chains may carry sibling leaves
     ao.explore_share = 0.25;  // frequent probes: the runs below go through them often
     ao.learn_costs = false;  // the synthetic costs stay what the case says
     spec::AdaptiveProposer prop(std::move(chain), tcurve, dcurve, ao);
     sched::TargetContext tc{target.model.get(), target.cache.get(), &pool, 256};
     sched::SchedulerOptions so;
     so.mode = mode;
-    so.tree_budget = 7;
+    so.tree_budget = 11;
     so.tree_depth = 6;
     so.distinct_siblings = true;
     sched::SyncScheduler s(tc, prop, params, so);
@@ -364,6 +457,14 @@ TEST(AdaptiveProposer, GreedyOutputIsArsUnderEveryCostModel) {
                     }
                     if (c.tb < 0.05 && d == &self) {
                         EXPECT_GT(st.mean_accept_len(), 2.0) << label;
+                    }
+                    // Rows nearly free and an unrelated draft's first choice
+                    // often wrong: its second choices stand beside the chain.
+                    if (c.tb < 0.05 && d == &other) {
+                        EXPECT_GT(st.auto_sibling_drafts, 0) << label;
+                    }
+                    if (c.tb == 1.0) {
+                        EXPECT_EQ(st.auto_sibling_drafts, 0) << label;
                     }
                 }
 }
