@@ -97,6 +97,24 @@ void KvCache::copy_sequence(int src, int dst) {
     if (!rec_.empty()) rec_.copy(src, dst);
 }
 
+void KvCache::copy_range(int src, int dst, int from, int n) {
+    SPECDEC_CHECK(rec_.empty(), "KV cache: a range of a recurrent state cannot be copied");
+    SPECDEC_CHECK(src != dst && src >= 0 && dst >= 0 && src < opts_.n_seq && dst < opts_.n_seq,
+                  "KV cache: copy between sequences ", src, " and ", dst, " of ", opts_.n_seq);
+    SPECDEC_CHECK(n >= 0 && committed_[dst] == from && committed_[src] >= from + n, "KV cache: copying entries [",
+                  from, ", ", from + n, ") of a sequence holding ", committed_[src], " into one holding ",
+                  committed_[dst]);
+    if (n == 0) return;
+    const size_t bytes = (size_t)n * opts_.kv_dim * sizeof(uint16_t);
+    for (int l = 0; l < opts_.n_layer; ++l) {
+        std::memcpy(k(l, dst, from), k(l, src, from), bytes);
+        std::memcpy(v(l, dst, from), v(l, src, from), bytes);
+    }
+    std::memcpy(&pos_[(size_t)dst * opts_.n_ctx + from], &pos_[(size_t)src * opts_.n_ctx + from],
+                (size_t)n * sizeof(int32_t));
+    committed_[dst] = from + n;
+}
+
 void KvCache::checkpoint(int seq) {
     if (!rec_.empty()) rec_.save_checkpoint(seq, committed_[seq]);
 }

@@ -64,6 +64,11 @@ public:
     void clear(int seq) { truncate(seq, 0); }
     // Explicit, costed copy of one sequence's committed prefix into another.
     void copy_sequence(int src, int dst);
+    // Explicit, costed copy of entries [from, from + n) of src's committed
+    // prefix into dst, whose committed length must be `from` (it shares the
+    // entries before it with src); they are committed in dst, positions
+    // included. Not for models with recurrent layers (a state has no ranges).
+    void copy_range(int src, int dst, int from, int n);
     // Remembers the committed recurrent state, so that a later truncate can
     // come back to this length (prefill calls it at the end of a prompt).
     // Nothing to do without recurrent layers.

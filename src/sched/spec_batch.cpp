@@ -75,7 +75,7 @@ int32_t SpecBatch::admit(int slot, const std::vector<int32_t>& prompt, const Slo
         tgt_.cache->clear(slot);
     }
     if (draft_ready) spec.proposer->begin_with_prefix(slot, prompt);
-    else spec.proposer->begin(slot);
+    else spec.proposer->begin_with_prompt(slot, prompt);
     // A proposer that reads target features gets the prompt's from the
     // prefill itself; a shared prefill (made without them) cannot serve it.
     const bool features = !spec.proposer->feature_layers().empty();
@@ -241,10 +241,14 @@ StepReport SpecBatch::step(const OnToken& on_token) {
     // Each proposer learns from its own sequences' outcomes (same grouping as
     // the propose calls above) and the shared forward's time.
     outcomes_.resize(n);
-    for (size_t k = 0; k < n; ++k)
-        outcomes_[k] = {rep.slots[k].slot, rep.slots[k].drafted, rep.slots[k].accepted, rep.slots[k].last_node};
+    for (size_t k = 0; k < n; ++k) {
+        const SlotRound& r = rep.slots[k];
+        const std::vector<int32_t>& h = slots_[r.slot].hist;  // ends with this round's tokens
+        outcomes_[k] = {r.slot, r.drafted, r.accepted, r.last_node,
+                        std::span<const int32_t>(h.data() + h.size() - r.emitted, (size_t)r.emitted)};
+    }
     for_each_proposer_run(n, [&](spec::Proposer* p, size_t a, size_t b) {
-        p->observe({std::span(outcomes_).subspan(a, b - a), rep.forward_rows, verify_s});
+        p->observe({std::span(outcomes_).subspan(a, b - a), rep.forward_rows, verify_s, times.tree_s});
     });
     stats_.draft_s += times.draft_s;
     stats_.tree_s += times.tree_s;

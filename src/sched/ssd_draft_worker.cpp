@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <cmath>
 #include <limits>
 
@@ -151,15 +150,7 @@ void DraftWorker::sync_slot(int src, int dst, int n) {
     kv::KvCache& cache = *ctx_.cache;
     const int c = std::min({slot_valid_[dst], cache.committed(dst), n});
     cache.truncate(dst, c);
-    const size_t bytes = (size_t)(n - c) * cache.kv_dim() * sizeof(uint16_t);
-    if (bytes) {
-        for (int l = 0; l < cache.n_layer(); ++l) {
-            std::memcpy(cache.k(l, dst, c), cache.k(l, src, c), bytes);
-            std::memcpy(cache.v(l, dst, c), cache.v(l, src, c), bytes);
-        }
-    }
-    for (int s = c; s < n; ++s) cache.set_pos(dst, s, cache.pos(src, s));
-    cache.commit_length(dst, n - c);
+    cache.copy_range(src, dst, c, n - c);
 }
 
 void DraftWorker::handle_begin(const ToDraft& m) {
@@ -439,13 +430,7 @@ void DraftWorker::build_caches() {
         if (S.reuse_slot >= 0 && L >= 1 && cache.committed(S.reuse_slot) >= P + L) {
             // The hit branch's slot holds [prefix, root, d1..d_{L-1}]: take
             // their KV, commit it for this forward, feed only d_L.
-            const size_t bytes = (size_t)L * cache.kv_dim() * sizeof(uint16_t);
-            for (int l = 0; l < cache.n_layer(); ++l) {
-                std::memcpy(cache.k(l, s, P), cache.k(l, S.reuse_slot, P), bytes);
-                std::memcpy(cache.v(l, s, P), cache.v(l, S.reuse_slot, P), bytes);
-            }
-            for (int j = 0; j < L; ++j) cache.set_pos(s, P + j, cache.pos(S.reuse_slot, P + j));
-            cache.commit_length(s, L);
+            cache.copy_range(S.reuse_slot, s, P, L);
             ++st_.glue_reused;
             S.glue_row = batch_.add(S.spec.tokens[L - 1] < vd_ ? S.spec.tokens[L - 1] : 0, P + L, s, -1, true);
             continue;

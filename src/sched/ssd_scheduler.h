@@ -1,14 +1,8 @@
-// SSD (speculative speculative decoding, Saguaro): the target side. Each round
-// the target verifies the speculation the draft worker sent, reports the
-// outcome (k accepted, bonus t) and receives the next speculation: at once on
-// a cache hit, after a backup on a miss. The draft side (ssd_draft_worker.h)
-// runs on its own thread with its own model context and builds the cache
-// while the target verifies.
-//
-// Lossless by construction: every speculation declares how its drafts were
-// drawn (a point mass for greedy/n-gram drafts; the exact, Saguaro-modified
-// proposal q' for sampled ones; uniform for random ones) and the shared
-// spec::Verifier checks them against the target with that same q.
+// SSD (speculative speculative decoding, Saguaro): the one round loop
+// (SyncScheduler over SpecBatch) with the SSD proposer (ssd_proposer.h), whose
+// draft side runs on its own thread with its own model context and builds the
+// next speculations while the target verifies. This file only wires the two
+// and gathers the draft side's counters.
 #pragma once
 
 #include <vector>
@@ -18,7 +12,6 @@
 #include "sched/ssd_draft_worker.h"
 #include "sched/sync_scheduler.h"
 #include "spec/trace.h"
-#include "spec/verifier.h"
 
 namespace specdec::sched {
 
@@ -43,17 +36,12 @@ public:
              const OnToken& on_token, SsdStats& stats, const Prefilled* pre = nullptr);
 
 private:
-    const float* prefill(int seq, const std::vector<int32_t>& tokens);
-
     TargetContext tgt_;
     DraftContext draft_;
     sample::SamplingParams params_;
     SsdConfig cfg_;
     spec::ExecMode mode_;
     spec::TraceWriter* trace_;  // null: no round trace
-    spec::Verifier verifier_;
-    model::ForwardBatch batch_;
-    model::ForwardResult result_;
 };
 
 // Engine-level SSD generation with generate_ar's request, stop rules and

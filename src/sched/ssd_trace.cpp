@@ -18,7 +18,7 @@ nlohmann::json ssd_round_json(const SsdRoundRecord& r) {
     j["hit"] = r.hit;
     j["backup"] = r.hit ? nlohmann::json(nullptr) : nlohmann::json(backup_name(r.backup));
     j["accepted"] = r.accepted;
-    j["bonus"] = r.bonus;
+    j["bonus"] = r.bonus >= 0 ? nlohmann::json(r.bonus) : nlohmann::json(nullptr);
     j["emitted"] = r.emitted;
     j["n_emitted"] = r.emitted.size();
     j["fanout"] = r.fanout;

@@ -30,7 +30,7 @@ struct SsdRoundRecord {
     bool hit = false;
     BackupKind backup = BackupKind::Jit;  // misses: the backup that drafted it
     int accepted = 0;               // k
-    int32_t bonus = 0;              // the target's token after the accepted drafts
+    int32_t bonus = 0;              // the target's token after the accepted drafts (-1: a stop cut it off)
     std::vector<int32_t> emitted;   // tokens this round delivered (cut at a stop)
     std::vector<int> fanout;        // F_k of the cache built while this round verified
     double build_s = -1;            // that build's draft-side seconds (-1: unknown, the run ended)

@@ -273,10 +273,9 @@ nlohmann::json run_header(const SpecConfig& cfg, const runtime::Engine& target, 
 }
 }  // namespace
 
-std::vector<runtime::GenerateResult> generate_speculative_batch(runtime::Engine& target, runtime::Engine* draft,
-                                                                const std::vector<runtime::GenerateRequest>& reqs,
-                                                                const SpecConfig& cfg, SpecStats* stats_out,
-                                                                const Prefilled* pre) {
+std::vector<runtime::GenerateResult> generate_batch_with(runtime::Engine& target,
+                                                         const std::vector<runtime::GenerateRequest>& reqs,
+                                                         const LoopRun& run, SpecStats* stats_out) {
     SPECDEC_CHECK(!reqs.empty(), "no requests");
     const sample::SamplingParams& params = reqs[0].sampling;
     sample::validate(params);
@@ -293,18 +292,8 @@ std::vector<runtime::GenerateResult> generate_speculative_batch(runtime::Engine&
         max_new.push_back(r.max_tokens);
         stops.emplace_back(target.tokenizer(), r);
     }
-    ProposerBundle pb = make_proposer(cfg, target, draft, params);
-    std::unique_ptr<spec::TraceWriter> trace;
-    if (!cfg.trace_path.empty()) {
-        trace = std::make_unique<spec::TraceWriter>(cfg.trace_path);
-        trace->header(run_header(cfg, target, draft, params));
-    }
-    TargetContext tc{&target.model(), &target.cache(), &target.pool(), target.options().prefill_chunk};
-    SyncScheduler sch(tc, *pb.proposer, params, scheduler_options(cfg), trace.get());
-    SpecStats stats;
-    stats.auto_costs_from = pb.costs_from;
-    stats.auto_calibration_s = pb.calibration_s;
-    sch.run(prompts, max_new, [&](int i, int32_t tok, TokenSource) { return stops[i].push(tok); }, stats, pre);
+    const SpecStats stats =
+        run(prompts, max_new, [&](int i, int32_t tok, TokenSource) { return stops[i].push(tok); });
     std::vector<runtime::GenerateResult> out(reqs.size());
     for (size_t i = 0; i < reqs.size(); ++i) {
         auto& r = out[i];
@@ -320,37 +309,23 @@ std::vector<runtime::GenerateResult> generate_speculative_batch(runtime::Engine&
     return out;
 }
 
-runtime::GenerateResult generate_speculative(runtime::Engine& target, runtime::Engine* draft,
-                                             const runtime::GenerateRequest& req, const SpecConfig& cfg,
-                                             SpecStats* stats_out, const runtime::TokenCallback& on_text,
-                                             const Prefilled* pre) {
+runtime::GenerateResult generate_one_with(runtime::Engine& target, const runtime::GenerateRequest& req,
+                                          const LoopRun& run, const runtime::TokenCallback& on_text,
+                                          SpecStats* stats_out) {
     sample::validate(req.sampling);
     SPECDEC_CHECK(req.max_tokens >= 1, "max tokens must be >= 1, got ", req.max_tokens);
     const std::vector<int32_t> prompt = runtime::tokenize_request(target, req);
     SPECDEC_CHECK(!prompt.empty(), "the prompt is empty after tokenization");
-    ProposerBundle pb = make_proposer(cfg, target, draft, req.sampling);
-    std::unique_ptr<spec::TraceWriter> trace;
-    if (!cfg.trace_path.empty()) {
-        trace = std::make_unique<spec::TraceWriter>(cfg.trace_path);
-        trace->header(run_header(cfg, target, draft, req.sampling));
-    }
-    TargetContext tc{&target.model(), &target.cache(), &target.pool(), target.options().prefill_chunk};
-    SyncScheduler sch(tc, *pb.proposer, req.sampling, scheduler_options(cfg), trace.get());
     runtime::StopChecker stop(target.tokenizer(), req);
     bool cancelled = false, stopped = false;
-    SpecStats stats;
-    stats.auto_costs_from = pb.costs_from;
-    stats.auto_calibration_s = pb.calibration_s;
-    sch.run({prompt}, {req.max_tokens},
-            [&](int, int32_t tok, TokenSource) {
-                stopped = stop.push(tok);
-                if (on_text && !stopped) {
-                    const std::string piece = stop.take_stable_text();
-                    if (!piece.empty() && !on_text(piece)) cancelled = true;
-                }
-                return stopped || cancelled;
-            },
-            stats, pre);
+    const SpecStats stats = run({prompt}, {req.max_tokens}, [&](int, int32_t tok, TokenSource) {
+        stopped = stop.push(tok);
+        if (on_text && !stopped) {
+            const std::string piece = stop.take_stable_text();
+            if (!piece.empty() && !on_text(piece)) cancelled = true;
+        }
+        return stopped || cancelled;
+    });
     runtime::GenerateResult res;
     res.n_prompt = (int)prompt.size();
     res.text = stop.text();
@@ -366,6 +341,45 @@ runtime::GenerateResult generate_speculative(runtime::Engine& target, runtime::E
     }
     if (stats_out) *stats_out = stats;
     return res;
+}
+
+namespace {
+// One run of the loop with the proposer cfg asks for (and its trace).
+LoopRun speculative_run(const SpecConfig& cfg, runtime::Engine& target, runtime::Engine* draft,
+                        const sample::SamplingParams& params, const Prefilled* pre) {
+    return [&cfg, &target, draft, params, pre](const std::vector<std::vector<int32_t>>& prompts,
+                                               const std::vector<int>& max_new, const OnToken& on_token) {
+        ProposerBundle pb = make_proposer(cfg, target, draft, params);
+        std::unique_ptr<spec::TraceWriter> trace;
+        if (!cfg.trace_path.empty()) {
+            trace = std::make_unique<spec::TraceWriter>(cfg.trace_path);
+            trace->header(run_header(cfg, target, draft, params));
+        }
+        TargetContext tc{&target.model(), &target.cache(), &target.pool(), target.options().prefill_chunk};
+        SyncScheduler sch(tc, *pb.proposer, params, scheduler_options(cfg), trace.get());
+        SpecStats stats;
+        stats.auto_costs_from = pb.costs_from;
+        stats.auto_calibration_s = pb.calibration_s;
+        sch.run(prompts, max_new, on_token, stats, pre);
+        return stats;
+    };
+}
+}  // namespace
+
+std::vector<runtime::GenerateResult> generate_speculative_batch(runtime::Engine& target, runtime::Engine* draft,
+                                                                const std::vector<runtime::GenerateRequest>& reqs,
+                                                                const SpecConfig& cfg, SpecStats* stats_out,
+                                                                const Prefilled* pre) {
+    SPECDEC_CHECK(!reqs.empty(), "no requests");
+    return generate_batch_with(target, reqs, speculative_run(cfg, target, draft, reqs[0].sampling, pre), stats_out);
+}
+
+runtime::GenerateResult generate_speculative(runtime::Engine& target, runtime::Engine* draft,
+                                             const runtime::GenerateRequest& req, const SpecConfig& cfg,
+                                             SpecStats* stats_out, const runtime::TokenCallback& on_text,
+                                             const Prefilled* pre) {
+    return generate_one_with(target, req, speculative_run(cfg, target, draft, req.sampling, pre), on_text,
+                             stats_out);
 }
 
 }  // namespace specdec::sched

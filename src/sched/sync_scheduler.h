@@ -84,6 +84,19 @@ private:
     spec::TraceWriter* trace_;
 };
 
+// The request side that every method's generate shares around one run of
+// the loop: tokenization, one stop checker per request (stop strings, EOS,
+// max_tokens), streaming of stable text and cancellation, and the results.
+// `run` decodes the prompts (prompt i in slot i) and returns its counters.
+using LoopRun = std::function<SpecStats(const std::vector<std::vector<int32_t>>& prompts,
+                                        const std::vector<int>& max_new, const OnToken& on_token)>;
+std::vector<runtime::GenerateResult> generate_batch_with(runtime::Engine& target,
+                                                         const std::vector<runtime::GenerateRequest>& reqs,
+                                                         const LoopRun& run, SpecStats* stats = nullptr);
+runtime::GenerateResult generate_one_with(runtime::Engine& target, const runtime::GenerateRequest& req,
+                                          const LoopRun& run, const runtime::TokenCallback& on_text = {},
+                                          SpecStats* stats = nullptr);
+
 // Engine-level speculative generation with the same request, stop rules and
 // result as runtime::generate_ar. `draft` is required for chain and tree.
 runtime::GenerateResult generate_speculative(runtime::Engine& target, runtime::Engine* draft,

@@ -34,6 +34,10 @@ struct RoundOutcome {
     // Tree index of the accepted path's last node (0: the root, nothing
     // accepted); -1: not given (the path is then the chain's first `accepted`).
     int last_node = -1;
+    // The tokens the round delivered (accepted drafts, then the target's
+    // token after them), cut at a stop; the last is the next root unless the
+    // sequence ended. Valid during observe only.
+    std::span<const int32_t> emitted{};
 };
 // The round as the loop timed it: its proposer's sequences, and the one
 // target forward all sequences of the batch shared.
@@ -41,6 +45,7 @@ struct RoundFeedback {
     std::span<const RoundOutcome> seqs;
     int forward_rows = 0;
     double forward_s = 0;
+    double tree_s = 0;  // tree tensors, invariant checks and the forward's batch
 };
 // Target features (EAGLE-3 heads): for a run of tokens of one sequence that a
 // target forward read and that are now committed (a prefill chunk, or a
@@ -63,6 +68,10 @@ public:
     // it has one) already holds `prefix` committed in that sequence (a prefill
     // shared by several runs). A proposer without such a cache just begins.
     virtual void begin_with_prefix(int seq, std::span<const int32_t> prefix) { begin(seq); }
+    // Instead of begin: the sequence starts with `prompt`, which the target is
+    // about to prefill. A proposer that drafts on hardware of its own (SSD's
+    // draft side) starts reading the prompt now, beside the target's prefill.
+    virtual void begin_with_prompt(int seq, std::span<const int32_t> prompt) { begin(seq); }
     // Optional, after begin: read the sequence's history (its last token is the
     // next root) ahead of the first propose, so that the prompt is processed
     // in the prefill phase rather than inside the first decode round.

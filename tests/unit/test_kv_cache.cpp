@@ -79,6 +79,36 @@ TEST(KvCache, CopySequenceAndErrors) {
     EXPECT_THROW(c.commit_length(0, 1), Error);    // wrong position at slot
 }
 
+// copy_range: the SSD draft side's branch slots take a range of their
+// sequence's entries past what they already share with it.
+TEST(KvCache, CopyRangeAppendsEntriesPositionsIncluded) {
+    kv::KvCache c({2, 4, 16, 3});
+    for (int i = 0; i < 8; ++i) {
+        write_slot(c, 0, i, (uint16_t)(100 + i));
+        c.set_pos(0, i, i);
+    }
+    c.commit_length(0, 8);
+    c.copy_range(0, 1, 0, 3);  // the shared prefix
+    ASSERT_EQ(c.committed(1), 3);
+    write_slot(c, 2, 0, 7);  // another sequence is never touched
+    c.copy_range(0, 1, 3, 5);
+    ASSERT_EQ(c.committed(1), 8);
+    for (int i = 0; i < 8; ++i) {
+        EXPECT_EQ(read_slot(c, 1, i), 100 + i);
+        EXPECT_EQ(c.pos(1, i), i);
+        EXPECT_EQ(c.v(0, 1, i)[0], 101 + i);
+    }
+    EXPECT_EQ(read_slot(c, 2, 0), 7);
+    EXPECT_EQ(c.committed(2), 0);
+    c.copy_range(0, 1, 8, 0);  // nothing to copy
+    EXPECT_EQ(c.committed(1), 8);
+    c.truncate(1, 2);
+    EXPECT_THROW(c.copy_range(0, 1, 3, 1), Error);  // dst holds 2 entries, not 3
+    EXPECT_THROW(c.copy_range(0, 1, 2, 7), Error);  // src holds only 8
+    EXPECT_THROW(c.copy_range(1, 1, 2, 1), Error);  // same sequence
+    EXPECT_THROW(c.copy_range(0, 3, 0, 1), Error);  // no such sequence
+}
+
 // The server tells its KV pages from its heap by this: a fresh cache holds
 // (almost) nothing in RAM, written slots do, and clearing does not give them back.
 TEST(KvCache, ResidentBytesCountWrittenPagesOnly) {
