@@ -84,17 +84,20 @@ void KvCache::truncate(int seq, int len) {
 
 void KvCache::copy_sequence(int src, int dst) {
     if (src == dst) return;
-    const int n = committed_[src];
+    copy_entries(src, dst, 0, committed_[src]);
+    committed_[dst] = committed_[src];
+    if (!rec_.empty()) rec_.copy(src, dst);
+}
+
+void KvCache::copy_entries(int src, int dst, int from, int n) {
+    if (n <= 0) return;
     const size_t bytes = (size_t)n * opts_.kv_dim * sizeof(uint16_t);
     for (int l = 0; l < opts_.n_layer; ++l) {
-        if (bytes) {
-            std::memcpy(k(l, dst, 0), k(l, src, 0), bytes);
-            std::memcpy(v(l, dst, 0), v(l, src, 0), bytes);
-        }
+        std::memcpy(k(l, dst, from), k(l, src, from), bytes);
+        std::memcpy(v(l, dst, from), v(l, src, from), bytes);
     }
-    std::memcpy(&pos_[(size_t)dst * opts_.n_ctx], &pos_[(size_t)src * opts_.n_ctx], n * sizeof(int32_t));
-    committed_[dst] = n;
-    if (!rec_.empty()) rec_.copy(src, dst);
+    std::memcpy(&pos_[(size_t)dst * opts_.n_ctx + from], &pos_[(size_t)src * opts_.n_ctx + from],
+                (size_t)n * sizeof(int32_t));
 }
 
 void KvCache::copy_range(int src, int dst, int from, int n) {
@@ -104,14 +107,7 @@ void KvCache::copy_range(int src, int dst, int from, int n) {
     SPECDEC_CHECK(n >= 0 && committed_[dst] == from && committed_[src] >= from + n, "KV cache: copying entries [",
                   from, ", ", from + n, ") of a sequence holding ", committed_[src], " into one holding ",
                   committed_[dst]);
-    if (n == 0) return;
-    const size_t bytes = (size_t)n * opts_.kv_dim * sizeof(uint16_t);
-    for (int l = 0; l < opts_.n_layer; ++l) {
-        std::memcpy(k(l, dst, from), k(l, src, from), bytes);
-        std::memcpy(v(l, dst, from), v(l, src, from), bytes);
-    }
-    std::memcpy(&pos_[(size_t)dst * opts_.n_ctx + from], &pos_[(size_t)src * opts_.n_ctx + from],
-                (size_t)n * sizeof(int32_t));
+    copy_entries(src, dst, from, n);
     committed_[dst] = from + n;
 }
 

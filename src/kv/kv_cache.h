@@ -89,6 +89,8 @@ private:
         return (((size_t)layer * opts_.n_seq + seq) * opts_.n_ctx + slot) * opts_.kv_dim;
     }
     void move_slot(int seq, int from, int to);
+    // K, V and positions of slots [from, from + n) from src to dst (no commit).
+    void copy_entries(int src, int dst, int from, int n);
 
     KvCacheOptions opts_;
     uint16_t* k_base() const { return static_cast<uint16_t*>(k_.data()); }

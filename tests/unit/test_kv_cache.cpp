@@ -17,6 +17,14 @@ void write_slot(kv::KvCache& c, int seq, int slot, uint16_t id) {
         }
 }
 uint16_t read_slot(const kv::KvCache& c, int seq, int slot) { return c.k(1, seq, slot)[3]; }
+// Commits n entries in seq at positions 0..n-1, slot i holding id first_id + i.
+void commit_ids(kv::KvCache& c, int seq, int n, uint16_t first_id) {
+    for (int i = 0; i < n; ++i) {
+        write_slot(c, seq, i, (uint16_t)(first_id + i));
+        c.set_pos(seq, i, i);
+    }
+    c.commit_length(seq, n);
+}
 }  // namespace
 
 // Property test: random branch/commit/rollback sequences leave exactly what a
@@ -64,11 +72,7 @@ TEST(KvCache, RandomBranchCommitRollbackMatchesModel) {
 
 TEST(KvCache, CopySequenceAndErrors) {
     kv::KvCache c({2, 4, 16, 2});
-    for (int i = 0; i < 5; ++i) {
-        write_slot(c, 0, i, (uint16_t)(100 + i));
-        c.set_pos(0, i, i);
-    }
-    c.commit_length(0, 5);
+    commit_ids(c, 0, 5, 100);
     c.copy_sequence(0, 1);
     ASSERT_EQ(c.committed(1), 5);
     for (int i = 0; i < 5; ++i) EXPECT_EQ(read_slot(c, 1, i), 100 + i);
@@ -83,11 +87,7 @@ TEST(KvCache, CopySequenceAndErrors) {
 // sequence's entries past what they already share with it.
 TEST(KvCache, CopyRangeAppendsEntriesPositionsIncluded) {
     kv::KvCache c({2, 4, 16, 3});
-    for (int i = 0; i < 8; ++i) {
-        write_slot(c, 0, i, (uint16_t)(100 + i));
-        c.set_pos(0, i, i);
-    }
-    c.commit_length(0, 8);
+    commit_ids(c, 0, 8, 100);
     c.copy_range(0, 1, 0, 3);  // the shared prefix
     ASSERT_EQ(c.committed(1), 3);
     write_slot(c, 2, 0, 7);  // another sequence is never touched
