@@ -122,8 +122,9 @@ int cmd_generate(int argc, char** argv) {
         method = default_method(req.sampling);
         if (!eagle3.empty() && method == "ar") method = "chain";
     }
-    const bool ssd_asked = method == "ssd";  // not an Engine method (cli/generate_ssd.h)
-    spec.method = sched::parse_method(ssd_asked ? "chain" : method);
+    // ssd runs through cli/generate_ssd.h, which exposes all of SSD's options.
+    spec.method = sched::parse_method(method);
+    const bool ssd_asked = spec.method == sched::Method::Ssd;
     ssd_cli.apply(ssd);
     ssd.ngram_min = spec.ngram_min;
     ssd.ngram_max = spec.ngram_max;
@@ -164,6 +165,7 @@ int cmd_generate(int argc, char** argv) {
             std::fprintf(stderr, "note: calibration found no draft depth faster than AR; decoding with ar\n");
             ssd_run = false;
             method = "ar";
+            spec.method = sched::Method::AR;
         }
     }
     if (ssd_run) {

@@ -250,8 +250,7 @@ private:
         const std::string id = (ep == Endpoint::Chat ? "chatcmpl-" : "cmpl-") + random_hex(24);
         job->id = id;
         job->req = std::move(pr.gen);
-        job->ssd = pr.spec.method == "ssd";
-        job->method = job->ssd ? sched::Method::AR : sched::parse_method(pr.spec.method);
+        job->method = sched::parse_method(pr.spec.method);
         job->draft_k = pr.spec.draft_k;
         job->provenance = pr.spec.provenance;
         auto channel = std::make_shared<server::JobChannel>();
@@ -500,8 +499,8 @@ int cmd_serve(int argc, char** argv) {
     SPECDEC_CHECK(!head || (draft.empty() && !self_spec),
                   "give either --eagle3 HEAD or -d DRAFT / --draft-layers L, not both");
     SPECDEC_CHECK(!head || method != "ssd", "--method ssd drafts with a draft model (-d DRAFT), not an EAGLE-3 head");
-    const auto method_needs_draft = [](const std::string& m) { return m == "chain" || m == "tree" || m == "ssd"; };
-    SPECDEC_CHECK(!method_needs_draft(method) || !draft.empty() || self_spec || head, "--method ", method,
+    const auto needs_draft = [](const std::string& m) { return method_needs_draft(sched::parse_method(m)); };
+    SPECDEC_CHECK(!needs_draft(method) || !draft.empty() || self_spec || head, "--method ", method,
                   " needs a draft model (-d DRAFT), a self-speculation depth (--draft-layers L)",
                   method == "ssd" ? "" : " or an EAGLE-3 head (--eagle3 HEAD)");
 
@@ -523,12 +522,13 @@ int cmd_serve(int argc, char** argv) {
     // default method, and with it the thread split below, depend on it.
     runtime::DraftLayers layers;
     if (self_spec) layers = runtime::resolve_draft_layers(draft_layers, eopts.model);
-    if (layers.use_ar && method_needs_draft(method)) {
+    if (layers.use_ar && needs_draft(method)) {
         // Output is identical either way (lossless); AR is what calibration measured fastest.
         std::fprintf(stderr, "note: calibration found no draft depth faster than AR; serving with ar by default\n");
         method = "ar";
     }
-    spec.method = sched::parse_method(method == "ssd" ? "ar" : method);  // ssd is not a SpecBatch method
+    // The batch's base configuration: ssd requests run in cohorts, not in the batch.
+    spec.method = sched::parse_method(method == "ssd" ? "ar" : method);
     // The SSD draft side has threads of its own: by default the target takes the rest.
     if (method == "ssd" && eopts.threads == 0)
         eopts.threads = std::max(1, (int)std::thread::hardware_concurrency() - ssd.draft_threads);

@@ -11,7 +11,13 @@ namespace specdec {
 
 // Auto: each round's shape (a draft-model chain, a lookup chain or none) is
 // chosen by the cost model from measured forward times; the draft is optional.
-enum class Method { AR, Chain, Tree, NGram, Auto };
+// Ssd: speculative speculative decoding (Saguaro), chains of draft_k from a
+// draft model on a thread of its own that pre-builds the next speculation.
+enum class Method { AR, Chain, Tree, NGram, Auto, Ssd };
+
+// The methods that cannot run without a drafter: chain and tree (a draft
+// model or an EAGLE-3 head) and ssd (a draft model only).
+inline bool method_needs_draft(Method m) { return m == Method::Chain || m == Method::Tree || m == Method::Ssd; }
 
 // Which draft-tree arrays are built and checked: reference mode builds every
 // table the tree invariants check (and full traces), performance mode only
@@ -51,7 +57,7 @@ struct SpecConfig {
     int vocab_subset_n = 0;         // 0: no subset
     std::string vocab_corpus_path;  // JSONL prompts to count token frequencies (tools/prompts.py output)
     std::string trace_path;   // "" = no trace; else one JSON line per round
-    bool needs_draft() const { return method == Method::Chain || method == Method::Tree; }
+    bool needs_draft() const { return method_needs_draft(method); }
 };
 
 }  // namespace specdec

@@ -30,9 +30,11 @@ struct GenerateRequest {
 };
 
 struct Request : GenerateRequest {
-    // "ar", "chain", "tree", "ngram" or "auto"; empty: auto when greedy, ar
-    // when sampling (auto's choices follow measured times, so only a fixed
-    // method reproduces a seeded text). chain and tree need the engine's draft.
+    // "ar", "chain", "tree", "ngram", "auto" or "ssd"; empty: auto when greedy,
+    // ar when sampling (auto's choices follow measured times, so only a fixed
+    // method reproduces a seeded text). chain and tree need the engine's draft
+    // (or head), ssd its draft (with SSD's default options; `specdec generate
+    // --method ssd` exposes them all).
     std::string method;
     // The drafts' shape; spec.method is set from `method`.
     SpecConfig spec;

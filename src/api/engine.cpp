@@ -11,6 +11,7 @@
 #include "runtime/engine.h"
 #include "runtime/model_locator.h"
 #include "sched/spec_config.h"
+#include "sched/ssd_scheduler.h"
 #include "sched/sync_scheduler.h"
 
 namespace specdec {
@@ -79,6 +80,9 @@ std::string Engine::resolve_method(const Request& req) const {
     SpecConfig probe;
     probe.method = m;
     if (probe.needs_draft() && impl_->calibrated_ar) return "ar";
+    SPECDEC_CHECK(m != Method::Ssd || impl_->draft, "method ssd needs a draft model: load the engine with a draft ",
+                  "(EngineOptions::draft) or self-speculation layers (EngineOptions::draft_layers); an EAGLE-3 head ",
+                  "cannot draft for it");
     SPECDEC_CHECK(!probe.needs_draft() || impl_->draft || !impl_->eagle3_path.empty(), "method ", method,
                   " needs a draft model: load the engine with a draft (EngineOptions::draft), "
                   "self-speculation layers (EngineOptions::draft_layers) or an EAGLE-3 head (EngineOptions::eagle3)");
@@ -93,9 +97,26 @@ Result Engine::generate(const Request& req) {
     out.speculative = cfg.method != Method::AR || !cfg.trace_path.empty();
     // Only the methods that draft with a model get it (auto may run without).
     runtime::Engine* draft = cfg.needs_draft() || cfg.method == Method::Auto ? impl_->draft.get() : nullptr;
-    static_cast<GenerateResult&>(out) =
-        out.speculative ? sched::generate_speculative(*impl_->target, draft, req, cfg, &out.spec, req.on_text)
-                        : runtime::generate_ar(*impl_->target, req, req.on_text);
+    if (cfg.method == Method::Ssd) {
+        // SSD with its default options: speculations of draft_k, the draft
+        // side on one thread of its own beside the engine's pool.
+        sched::SsdConfig sc;
+        sc.k = cfg.draft_k;
+        sc.ngram_min = cfg.ngram_min;
+        sc.ngram_max = cfg.ngram_max;
+        sc.trace_path = cfg.trace_path;
+        sc.vocab_subset_n = cfg.vocab_subset_n;
+        sc.vocab_subset_path = cfg.vocab_subset_path;
+        sc.vocab_corpus_path = cfg.vocab_corpus_path;
+        sc.validate();
+        sched::SsdStats st;
+        static_cast<GenerateResult&>(out) = sched::generate_ssd(*impl_->target, *draft, req, sc, &st, req.on_text);
+        out.spec = st.spec;
+    } else {
+        static_cast<GenerateResult&>(out) =
+            out.speculative ? sched::generate_speculative(*impl_->target, draft, req, cfg, &out.spec, req.on_text)
+                            : runtime::generate_ar(*impl_->target, req, req.on_text);
+    }
     // The head drafts for chain, tree and auto when no draft model is loaded.
     if (out.speculative && (cfg.needs_draft() || cfg.method == Method::Auto) && !draft &&
         !impl_->eagle3_path.empty())

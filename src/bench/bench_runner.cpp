@@ -190,10 +190,11 @@ sched::SsdConfig ssd_config(const RunConfig& c, const BenchOptions& o) {
 
 sched::SpecConfig spec_config(const RunConfig& c, const BenchOptions& o) {
     sched::SpecConfig s;
-    const std::string m = c.method == "ssd" || c.method == "eagle3-chain" ? "chain"
-                          : c.method == "eagle3"                          ? "tree"
-                          : c.method == "eagle3-auto"                     ? "auto"
-                                                                          : c.method;
+    // (ssd runs through ssd_config; the eagle3 configurations are the head's chain, tree and auto)
+    const std::string m = c.method == "eagle3-chain"  ? "chain"
+                          : c.method == "eagle3"      ? "tree"
+                          : c.method == "eagle3-auto" ? "auto"
+                                                      : c.method;
     s.method = sched::parse_method(m);
     s.draft_k = c.draft_k > 0 ? c.draft_k : s.draft_k;
     s.tree_budget = c.tree_budget > 0 ? c.tree_budget : s.tree_budget;

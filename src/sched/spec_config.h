@@ -19,7 +19,8 @@ inline Method parse_method(const std::string& s) {
     if (s == "tree") return Method::Tree;
     if (s == "ngram") return Method::NGram;
     if (s == "auto") return Method::Auto;
-    throw Error("unknown method '" + s + "' (expected ar, auto, chain, tree or ngram)");
+    if (s == "ssd") return Method::Ssd;
+    throw Error("unknown method '" + s + "' (expected ar, auto, chain, tree, ngram or ssd)");
 }
 inline const char* method_name(Method m) {
     switch (m) {
@@ -28,6 +29,7 @@ inline const char* method_name(Method m) {
         case Method::Tree: return "tree";
         case Method::NGram: return "ngram";
         case Method::Auto: return "auto";
+        case Method::Ssd: return "ssd";
     }
     return "?";
 }

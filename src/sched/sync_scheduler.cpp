@@ -199,6 +199,9 @@ ProposerBundle make_proposer(const SpecConfig& cfg, runtime::Engine& target, run
         case Method::Chain:
         case Method::Tree:
             break;
+        case Method::Ssd:
+            // Its proposer owns a draft thread and SSD's options: generate_ssd builds it.
+            throw Error("method ssd runs through generate_ssd (its draft side has options of its own)");
     }
     if (!draft && target.eagle3()) {
         // An EAGLE-3 head drafts from the target's own features.
@@ -229,6 +232,7 @@ SchedulerOptions scheduler_options(const SpecConfig& cfg) {
     switch (cfg.method) {
         case Method::AR: s.tree_budget = 1; break;
         case Method::Chain:
+        case Method::Ssd:
         case Method::NGram: s.tree_budget = cfg.draft_k + 1; s.tree_depth = cfg.draft_k; break;
         case Method::Tree: s.tree_budget = cfg.tree_budget; s.tree_depth = cfg.tree_depth; break;
         case Method::Auto:

@@ -176,8 +176,9 @@ void BatchScheduler::loop() {
             }
             // An SSD job at the head stops admission until the batch drains
             // (SSD needs slots 0..B-1 of both caches to itself).
-            if (!queue_.empty() && queue_.front()->ssd && active_.empty()) cohort = take_ssd_cohort();
-            while (cohort.empty() && !queue_.empty() && !free_seqs_.empty() && !queue_.front()->ssd) {
+            const auto is_ssd = [](const Job& j) { return j.method == sched::Method::Ssd; };
+            if (!queue_.empty() && is_ssd(*queue_.front()) && active_.empty()) cohort = take_ssd_cohort();
+            while (cohort.empty() && !queue_.empty() && !free_seqs_.empty() && !is_ssd(*queue_.front())) {
                 auto a = std::make_unique<Active>();
                 a->job = std::move(queue_.front());
                 queue_.pop_front();

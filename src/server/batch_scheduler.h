@@ -86,9 +86,8 @@ struct Job {
     std::string id;                 // the response's id (chatcmpl-...), for the shutdown report
     runtime::GenerateRequest req;   // max_tokens already resolved (>= 1)
     std::vector<int32_t> prompt;    // tokenize_request(engine, req), checked to fit
-    sched::Method method = sched::Method::AR;  // the request's (or the server's) method
+    sched::Method method = sched::Method::AR;  // the request's (or the server's) method; Ssd: a cohort
     int draft_k = 0;                // chain/ngram length, ssd K; 0: the server's
-    bool ssd = false;               // decode with SSD (then `method` is unused)
     bool provenance = false;        // events carry each token's source (specdec.provenance)
     std::shared_ptr<JobChannel> channel;
     std::chrono::steady_clock::time_point arrived = std::chrono::steady_clock::now();

@@ -4,6 +4,9 @@
 #include <cctype>
 #include <limits>
 
+#include "core/error.h"
+#include "sched/spec_config.h"
+
 namespace specdec::server {
 
 using nlohmann::json;
@@ -172,7 +175,11 @@ void parse_spec(const json& body, const ServerInfo& info, bool greedy, SpecOptio
             for (const auto& a : av) list += (list.empty() ? "" : ", ") + a;
             // Chain and tree draft with a draft model or an EAGLE-3 head, ssd
             // with a draft model only: say why they are missing.
-            const bool needs_draft = spec.method == "chain" || spec.method == "tree" || spec.method == "ssd";
+            bool needs_draft = false;
+            try {
+                needs_draft = method_needs_draft(sched::parse_method(spec.method));
+            } catch (const Error&) {  // not a method at all
+            }
             const char* why = spec.method == "ssd"
                                   ? ": it needs a draft model and this server was started without one "
                                     "(-d DRAFT or --draft-layers L)"

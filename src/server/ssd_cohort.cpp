@@ -46,7 +46,7 @@ std::vector<std::unique_ptr<Job>> BatchScheduler::take_ssd_cohort() {
     queue_.pop_front();
     const Job& head = *cohort.front();
     for (auto it = queue_.begin(); it != queue_.end() && (int)cohort.size() < opts_.max_batch;) {
-        if ((*it)->ssd && can_share(head, **it, k_of(head), k_of(**it))) {
+        if ((*it)->method == sched::Method::Ssd && can_share(head, **it, k_of(head), k_of(**it))) {
             cohort.push_back(std::move(*it));
             it = queue_.erase(it);
         } else {

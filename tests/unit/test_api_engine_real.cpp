@@ -65,7 +65,7 @@ TEST(RealApiEngine, EveryMethodIsArTokenForTokenAndReportsItsSpeculation) {
     EXPECT_TRUE(ar.draft_model.empty());
     EXPECT_EQ(ar.finish_reason, "length");
     EXPECT_EQ(e.tokenize(greedy("ar")).size(), (size_t)ar.n_prompt);
-    for (const char* name : {"chain", "tree", "ngram", "auto"}) {
+    for (const char* name : {"chain", "tree", "ngram", "auto", "ssd"}) {
         const std::string m = name;
         const Result r = e.generate(greedy(m));
         EXPECT_EQ(r.tokens, ar.tokens) << m;
@@ -74,7 +74,7 @@ TEST(RealApiEngine, EveryMethodIsArTokenForTokenAndReportsItsSpeculation) {
         EXPECT_TRUE(r.speculative) << m;
         EXPECT_EQ(r.rounds(), r.spec.rounds) << m;
         EXPECT_GT(r.spec.verify_s, 0.0) << m;
-        if (m == "chain" || m == "tree") {
+        if (m == "chain" || m == "tree" || m == "ssd") {
             // A self-draft agrees with the target: several tokens per verification.
             EXPECT_GT(r.mean_accept_len(), 2.0) << m;
             EXPECT_GT(r.spec.accepted, 0) << m;
@@ -144,6 +144,7 @@ TEST(RealApiEngine, BadInputIsAnErrorWithTheEnginesMessage) {
     Engine e = load(path);
     EXPECT_NE(error_of([&] { e.generate(greedy("bogus")); }).find("unknown method 'bogus'"), std::string::npos);
     EXPECT_NE(error_of([&] { e.generate(greedy("chain")); }).find("needs a draft model"), std::string::npos);
+    EXPECT_NE(error_of([&] { e.generate(greedy("ssd")); }).find("needs a draft model"), std::string::npos);
     Request long_prompt = greedy("ar");
     long_prompt.prompt.clear();
     for (int i = 0; i < 300; ++i) long_prompt.prompt += "word ";
