@@ -432,7 +432,7 @@ int cmd_serve(int argc, char** argv) {
     app.add_option("--tree-budget", spec.tree_budget, "tree: max nodes incl. the root")->check(CLI::Range(1, 1024));
     add_lookup_options(app, spec);
     add_auto_options(app, spec);
-    // SSD (Saguaro): requests asking for ssd are decoded in cohorts (batch_scheduler.h).
+    // SSD (Saguaro): a proposer of the continuous batch like the others (batch_scheduler.h).
     sched::SsdConfig& ssd = sopts.ssd;
     SsdCliOptions ssd_cli;
     ssd_cli.add_to(app, ssd, "ssd: speculation length K (a request's draft_k overrides it)");
@@ -527,18 +527,16 @@ int cmd_serve(int argc, char** argv) {
         std::fprintf(stderr, "note: calibration found no draft depth faster than AR; serving with ar by default\n");
         method = "ar";
     }
-    // The batch's base configuration: ssd requests run in cohorts, not in the batch.
-    spec.method = sched::parse_method(method == "ssd" ? "ar" : method);
+    spec.method = sched::parse_method(method);
     // The SSD draft side has threads of its own: by default the target takes the rest.
     if (method == "ssd" && eopts.threads == 0)
         eopts.threads = std::max(1, (int)std::thread::hardware_concurrency() - ssd.draft_threads);
     eopts.draft = draft;
     eopts.draft_layers = draft_layers;
     eopts.eagle3 = eagle3;  // its cache gets one sequence per target sequence (batch slot)
-    // One KV sequence per batch slot; the draft's also one scratch slot per
-    // cached SSD branch (any request may ask for ssd).
+    // One KV sequence per batch slot (SSD's draft side makes a cache of its
+    // own, with its branch slots, at the first ssd request).
     eopts.sequences = sopts.max_batch;
-    eopts.draft_branch_slots = ssd.fanout_budget;
     Engine api_engine(eopts);
     // The batch scheduler drives the engines underneath itself (continuous
     // batching is not in the public API).

@@ -332,6 +332,14 @@ void check_not_released(const std::map<std::string, size_t>& released, const std
 }
 }  // namespace
 
+size_t GgufFile::array_length(const std::string& key) const {
+    const auto it = released_.find(key);
+    if (it != released_.end()) return it->second;
+    const GgufValue* v = find(key);
+    SPECDEC_CHECK(v && v->type == GgufType::ARRAY, "GGUF file '", path_, "': no metadata array '", key, "'");
+    return v->array_size();
+}
+
 const std::vector<std::string>& GgufFile::get_string_array(const std::string& key) const {
     check_not_released(released_, path_, key);
     const GgufValue* v = find(key);

@@ -83,6 +83,10 @@ public:
     // tokenizer and config have been built from them; a later get_*_array on
     // one throws instead of returning an empty array.
     void release_large_arrays(size_t min_elements);
+    // Elements of a metadata array, released or not (a model built again from
+    // a loaded file still knows its vocabulary size). Throws if the key is
+    // missing or not an array.
+    size_t array_length(const std::string& key) const;
 
     const std::vector<GgufTensor>& tensors() const { return tensors_; }
     const GgufTensor* find_tensor(const std::string& name) const;

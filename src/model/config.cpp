@@ -136,8 +136,7 @@ ModelConfig read_model_config(const io::GgufFile& f) {
     c.layer_no_rope.assign(c.n_layer, false);
     c.layer_is_recurrent.assign(c.n_layer, false);
 
-    const auto& tokens = f.get_string_array("tokenizer.ggml.tokens");
-    c.n_vocab = (int)f.get_int(a + ".vocab_size", (int64_t)tokens.size());
+    c.n_vocab = (int)f.get_int(a + ".vocab_size", (int64_t)f.array_length("tokenizer.ggml.tokens"));
 
     switch (c.arch) {
         case Arch::Llama:

@@ -71,6 +71,12 @@ DraftWorker::DraftWorker(const DraftContext& ctx, const DraftWorkerOptions& opts
         head_ = std::make_unique<model::LmHeadSubset>(*ctx_.model, allowed_);
     }
     seqs_.resize(ctx_.cache->n_seq());
+    if (opts_.n_batch > 0) {
+        SPECDEC_CHECK(opts_.n_batch <= ctx_.cache->n_seq(), "SSD: a batch of ", opts_.n_batch,
+                      " sequences in a draft cache of ", ctx_.cache->n_seq());
+        n_batch_ = opts_.n_batch;
+        slot_valid_.assign(ctx_.cache->n_seq(), 0);
+    }
     fan_ = est_.fanout(opts_.cfg);
     st_.lookups_k.assign(opts_.cfg.k + 1, 0);
     st_.hits_k.assign(opts_.cfg.k + 1, 0);
@@ -155,8 +161,16 @@ void DraftWorker::sync_slot(int src, int dst, int n) {
 
 void DraftWorker::handle_begin(const ToDraft& m) {
     kv::KvCache& cache = *ctx_.cache;
-    for (const DraftBegin& b : m.begins) n_batch_ = std::max(n_batch_, b.seq + 1);
-    slot_valid_.assign(cache.n_seq(), 0);  // branch slots are rebuilt from scratch
+    if (opts_.n_batch > 0) {
+        // A fixed layout: only the beginning sequences' branch slots start over.
+        for (const DraftBegin& b : m.begins) {
+            SPECDEC_CHECK(b.seq >= 0 && b.seq < n_batch_, "SSD: sequence ", b.seq, " outside the batch of ", n_batch_);
+            for (int i = 0; i < slots_per_seq(); ++i) slot_valid_[branch_slot(b.seq, i)] = 0;
+        }
+    } else {
+        for (const DraftBegin& b : m.begins) n_batch_ = std::max(n_batch_, b.seq + 1);
+        slot_valid_.assign(cache.n_seq(), 0);  // the layout moved: branch slots are rebuilt from scratch
+    }
     for (const DraftBegin& b : m.begins) {
         SPECDEC_CHECK(b.seq >= 0 && b.seq < (int)seqs_.size(), "SSD: sequence ", b.seq, " out of range");
         Seq& S = seqs_[b.seq];

@@ -58,6 +58,13 @@ struct DraftWorkerOptions {
     // Draft only these target tokens, with the LM head computed over their
     // rows only (model/lm_head_subset.h): cheaper draft forwards. Borrowed.
     const spec::VocabSubset* subset = nullptr;  // from DraftContext::subset
+    // Sequence slots of the batch, fixed: slots 0..n_batch-1 are sequences and
+    // the rest of the cache is their branch slots, whichever sequences have
+    // begun. The server's batch admits sequences at any time, so its layout
+    // must not move under the sequences already running. 0: the batch is the
+    // highest sequence that began (every sequence begins before the first
+    // round, as SyncScheduler admits them).
+    int n_batch = 0;
 };
 
 class DraftWorker {

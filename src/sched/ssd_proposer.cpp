@@ -14,6 +14,14 @@ SsdProposer::SsdProposer(const DraftContext& draft, const DraftWorkerOptions& op
     worker_ = std::make_unique<DraftWorker>(draft, opts_);
 }
 
+SsdProposer::SsdProposer(OwnDraft own, DraftWorkerOptions opts) : own_(std::move(own)), opts_(opts), trace_(nullptr) {
+    SPECDEC_CHECK(own_.model && own_.cache, "SSD: the draft model and cache are required");
+    opts_.subset = own_.subset.get();
+    seqs_.resize((size_t)own_.cache->n_seq());
+    worker_ = std::make_unique<DraftWorker>(
+        DraftContext{own_.model.get(), own_.cache.get(), own_.prefill_chunk, own_.subset.get()}, opts_);
+}
+
 SsdProposer::~SsdProposer() = default;  // the worker's destructor stops and joins its thread
 
 void SsdProposer::end(int seq) {

@@ -38,6 +38,18 @@ class SsdProposer final : public spec::Proposer {
 public:
     // trace: SSD round lines ("ssd_round", ssd_trace.h) go there (null: none).
     SsdProposer(const DraftContext& draft, const DraftWorkerOptions& opts, spec::TraceWriter* trace = nullptr);
+    // A draft side of its own, for a batch where other proposers draft with
+    // the same draft engine (the server): the draft thread's forwards run on
+    // `model` (a second Transformer over the engine's file: weights shared,
+    // scratch not) and `cache`, so they never race with the forwards that
+    // the other proposers run on the engine's instance between rounds.
+    struct OwnDraft {
+        std::unique_ptr<model::Transformer> model;
+        std::unique_ptr<kv::KvCache> cache;
+        std::unique_ptr<spec::VocabSubset> subset;  // optional
+        int prefill_chunk = 256;
+    };
+    SsdProposer(OwnDraft own, DraftWorkerOptions opts);
     ~SsdProposer() override;
 
     void begin(int seq) override;
@@ -48,6 +60,8 @@ public:
 
     // The draft side's counters as of its last reply.
     const DraftSideStats& draft_stats() const { return draft_stats_; }
+    // The draft side's own KV cache (OwnDraft; null when borrowed), for reports.
+    const kv::KvCache* own_cache() const { return own_.cache.get(); }
     // Seconds the target waited for the draft side's replies.
     double stall_s() const { return stall_s_; }
     // Writes the trace lines still waiting for a build time (the run ended).
@@ -63,6 +77,7 @@ private:
     void start(int seq, std::span<const int32_t> prompt, bool in_cache);
     void end(int seq);
 
+    OwnDraft own_;  // empty unless the proposer owns its draft side (declared before the worker that uses it)
     DraftWorkerOptions opts_;
     spec::TraceWriter* trace_;
     std::unique_ptr<DraftWorker> worker_;

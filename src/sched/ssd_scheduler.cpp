@@ -48,6 +48,27 @@ void SsdScheduler::run(const std::vector<std::vector<int32_t>>& prompts, const s
     stats.stall_s += proposer.stall_s();
 }
 
+ProposerBundle make_ssd_proposer(const SsdConfig& cfg, runtime::Engine& target, runtime::Engine& draft, int n_batch,
+                                 const sample::SamplingParams& params) {
+    cfg.validate();
+    SPECDEC_CHECK(n_batch >= 1, "SSD: a batch of at least one sequence");
+    SPECDEC_CHECK(draft.n_ctx() >= target.n_ctx(), "SSD: the draft context (", draft.n_ctx(),
+                  ") must be at least the target's (", target.n_ctx(), ")");
+    SsdProposer::OwnDraft own;
+    own.model = std::make_unique<model::Transformer>(draft.file(), draft.model().layers_run());
+    own.cache = std::make_unique<kv::KvCache>(own.model->kv_options(draft.n_ctx(), n_batch * (1 + cfg.fanout_budget)));
+    own.subset = load_vocab_subset(cfg.vocab_subset_n, cfg.vocab_subset_path, cfg.vocab_corpus_path, target);
+    own.prefill_chunk = draft.options().prefill_chunk;
+    DraftWorkerOptions wo;
+    wo.cfg = cfg;
+    wo.params = params;
+    wo.target_n_vocab = target.config().n_vocab;
+    wo.n_batch = n_batch;
+    ProposerBundle b;
+    b.proposer = std::make_unique<SsdProposer>(std::move(own), wo);
+    return b;
+}
+
 namespace {
 DraftContext draft_context(runtime::Engine& draft, const spec::VocabSubset* subset) {
     return DraftContext{&draft.model(), &draft.cache(), draft.options().prefill_chunk, subset};

@@ -44,6 +44,14 @@ private:
     spec::TraceWriter* trace_;  // null: no round trace
 };
 
+// SSD as one proposer of a batch that other methods share (the server's
+// continuous batch): sequence slots 0..n_batch-1 of the target, a draft side
+// of its own (SsdProposer::OwnDraft: a second instance of the draft engine's
+// model and a cache of n_batch * (1 + cfg.fanout_budget) sequences, the
+// branch slots after the batch), and drafts drawn with `params`.
+ProposerBundle make_ssd_proposer(const SsdConfig& cfg, runtime::Engine& target, runtime::Engine& draft, int n_batch,
+                                 const sample::SamplingParams& params);
+
 // Engine-level SSD generation with generate_ar's request, stop rules and
 // result. The draft engine's cache must hold as many sequences as the batch
 // and at least the target's context.

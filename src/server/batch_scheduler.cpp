@@ -6,6 +6,8 @@
 
 #include "core/error.h"
 #include "sample/sampler.h"
+#include "sched/ssd_proposer.h"
+#include "sched/ssd_scheduler.h"
 #include "spec/adaptive_proposer.h"
 
 namespace specdec::server {
@@ -156,7 +158,7 @@ int BatchScheduler::queue_depth() const {
 void BatchScheduler::loop() {
     while (true) {
         std::vector<std::unique_ptr<Active>> fresh;
-        std::vector<std::unique_ptr<Job>> cohort, expired;
+        std::vector<std::unique_ptr<Job>> expired;
         {
             std::unique_lock lk(mu_);
             // Sleep only when there is nothing to decode.
@@ -174,11 +176,7 @@ void BatchScheduler::loop() {
                     }
                 }
             }
-            // An SSD job at the head stops admission until the batch drains
-            // (SSD needs slots 0..B-1 of both caches to itself).
-            const auto is_ssd = [](const Job& j) { return j.method == sched::Method::Ssd; };
-            if (!queue_.empty() && is_ssd(*queue_.front()) && active_.empty()) cohort = take_ssd_cohort();
-            while (cohort.empty() && !queue_.empty() && !free_seqs_.empty() && !is_ssd(*queue_.front())) {
+            while (!queue_.empty() && !free_seqs_.empty()) {
                 auto a = std::make_unique<Active>();
                 a->job = std::move(queue_.front());
                 queue_.pop_front();
@@ -188,12 +186,6 @@ void BatchScheduler::loop() {
             }
         }
         for (auto& j : expired) j->channel->push(timeout_failure());
-        if (!cohort.empty()) {
-            run_ssd_cohort(std::move(cohort));
-            metrics_.set_queue_depth(queue_depth(), 0);
-            report_kv();
-            continue;
-        }
         admit(fresh);
         decode_step();
         // Retire in place; free sequences become available to the next admit.
@@ -235,8 +227,14 @@ void BatchScheduler::report_kv() {
     const auto now = Clock::now();
     if (active_.empty() || now - kv_resident_at_ >= std::chrono::seconds(1)) {
         kv_resident_at_ = now;
-        metrics_.set_kv_resident_bytes(engine_.cache().resident_bytes(),
-                                       draft_ ? draft_->cache().resident_bytes() : 0);
+        size_t draft_bytes = draft_ ? draft_->cache().resident_bytes() : 0;
+        // The SSD draft sides' own caches count as draft KV. Only their pages:
+        // their token counts change on the draft threads (resident_bytes reads
+        // nothing those threads write).
+        for (auto& [key, e] : methods_)
+            if (const auto* p = dynamic_cast<const sched::SsdProposer*>(e.bundle.proposer.get()))
+                if (p->own_cache()) draft_bytes += p->own_cache()->resident_bytes();
+        metrics_.set_kv_resident_bytes(engine_.cache().resident_bytes(), draft_bytes);
     }
 }
 
@@ -261,15 +259,23 @@ void BatchScheduler::admit(std::vector<std::unique_ptr<Active>>& fresh) {
 }
 
 const sched::SlotSpec& BatchScheduler::method_spec(sched::Method m, int draft_k) {
-    const bool uses_k = m == sched::Method::Chain || m == sched::Method::NGram;
-    const int k = uses_k ? (draft_k > 0 ? draft_k : opts_.spec.draft_k) : 0;
+    const bool ssd = m == sched::Method::Ssd;
+    const bool uses_k = m == sched::Method::Chain || m == sched::Method::NGram || ssd;
+    const int k = uses_k ? (draft_k > 0 ? draft_k : ssd ? opts_.ssd.k : opts_.spec.draft_k) : 0;
     auto it = methods_.find({m, k});
     if (it != methods_.end()) return it->second.spec;
     sched::SpecConfig cfg = opts_.spec;
     cfg.method = m;
     if (uses_k) cfg.draft_k = k;
     MethodEntry e;
-    e.bundle = sched::make_proposer(cfg, engine_, draft_, draft_params());
+    if (ssd) {
+        SPECDEC_CHECK(draft_, "ssd needs a draft model");  // parse_request refuses it before
+        sched::SsdConfig sc = opts_.ssd;
+        sc.k = k;
+        e.bundle = sched::make_ssd_proposer(sc, engine_, *draft_, opts_.max_batch, draft_params());
+    } else {
+        e.bundle = sched::make_proposer(cfg, engine_, draft_, draft_params());
+    }
     const sched::SchedulerOptions so = sched::scheduler_options(cfg);
     e.spec = sched::SlotSpec{e.bundle.proposer.get(), so.tree_budget, so.tree_depth, so.distinct_siblings};
     return methods_.emplace(std::make_pair(m, k), std::move(e)).first->second.spec;
@@ -344,6 +350,7 @@ void BatchScheduler::decode_step() {
     }
     metrics_.record_decode_step(rep.rows, tokens, rep.draft_s + rep.verify_s);
     metrics_.record_spec_times(rep.draft_s, rep.verify_s);
+    report_ssd();
     const auto it = methods_.find({sched::Method::Auto, 0});
     if (it != methods_.end())
         if (const auto* ap = dynamic_cast<const spec::AdaptiveProposer*>(it->second.bundle.proposer.get())) {
@@ -352,6 +359,20 @@ void BatchScheduler::decode_step() {
                                  d.measured_s);
             auto_seen_ = ap->stats();
         }
+}
+
+void BatchScheduler::report_ssd() {
+    for (auto& [key, e] : methods_) {
+        if (key.first != sched::Method::Ssd) continue;
+        const auto* p = dynamic_cast<const sched::SsdProposer*>(e.bundle.proposer.get());
+        if (!p) continue;
+        const sched::DraftSideStats& now = p->draft_stats();
+        if (now.lookups == e.ssd_seen.lookups && p->stall_s() == e.ssd_stall_seen) continue;
+        metrics_.record_ssd(now.lookups - e.ssd_seen.lookups, now.hits - e.ssd_seen.hits,
+                            p->stall_s() - e.ssd_stall_seen);
+        e.ssd_seen = now;
+        e.ssd_stall_seen = p->stall_s();
+    }
 }
 
 void BatchScheduler::retire(Active& a) {

@@ -5,25 +5,25 @@
 // per-request channel. Between rounds the scheduler admits waiting jobs into
 // free KV sequences (prefill, first token, draft prefill), then runs ONE
 // speculative round (sched::SpecBatch) for every active sequence: each
-// sequence's proposer (its request's method: ar, chain, tree or ngram) drafts
-// a tree, ONE target forward verifies all the trees, and each sequence keeps
-// the tokens its own Rng and verifier accept. Sequences that stopped, hit
-// max_tokens or the context, or whose client went away are retired (target and
-// draft sequences freed). Each sequence sees only its own KV prefix, so what
-// one request sends never changes what another one generates.
+// sequence's proposer (its request's method: ar, auto, chain, tree, ngram or
+// ssd) drafts a tree, ONE target forward verifies all the trees, and each
+// sequence keeps the tokens its own Rng and verifier accept. Sequences that
+// stopped, hit max_tokens or the context, or whose client went away are
+// retired (target and draft sequences freed). Each sequence sees only its own
+// KV prefix, so what one request sends never changes what another one
+// generates.
 //
-// SSD (method "ssd") runs its own loop (sched::SsdScheduler: an asynchronous
-// draft thread and a speculation cache, sequence i in slot i of both caches),
-// so SSD requests are decoded in cohorts: when the oldest waiting job is an SSD
-// job, the scheduler stops admitting, lets the running batch drain, then runs
-// ONE SsdScheduler::run over up to max_batch waiting SSD jobs that can share
-// it (greedy jobs with the same penalty and K; a sampled job runs alone so its
-// seed reproduces), streaming their tokens as they come, and returns to the
-// continuous batch. Requests behind a cohort wait for it to end; jobs queue in
-// arrival order, so neither kind starves the other.
+// SSD is a proposer like the others: its draft side runs on a thread of its
+// own, with a second instance of the draft model and a KV cache of its own
+// (sched::make_ssd_proposer), so it builds the next speculations while the
+// batch's target forward (and the chain and tree drafts on the draft engine)
+// run, without sharing their scratch or their cache. As for every method in
+// the batch, SSD's drafts are deterministic (the draft's greedy choices and
+// top-ranked bonus guesses); sampled requests stay exact through the
+// verifier.
 //
 // Limits: a job waiting or running longer than request_timeout_s fails with
-// 504 (between rounds; an SSD cohort checks at each token). A shutdown
+// 504 (checked between rounds). A shutdown
 // (begin_shutdown) refuses new and waiting jobs, gives running ones until a
 // deadline to finish, fails the rest, and reports which were which by id.
 #pragma once
@@ -45,6 +45,7 @@
 #include "sched/spec_batch.h"
 #include "sched/spec_config.h"
 #include "sched/ssd_config.h"
+#include "sched/ssd_messages.h"
 #include "sched/sync_scheduler.h"
 #include "server/metrics.h"
 #include "server/openai_protocol.h"
@@ -86,7 +87,7 @@ struct Job {
     std::string id;                 // the response's id (chatcmpl-...), for the shutdown report
     runtime::GenerateRequest req;   // max_tokens already resolved (>= 1)
     std::vector<int32_t> prompt;    // tokenize_request(engine, req), checked to fit
-    sched::Method method = sched::Method::AR;  // the request's (or the server's) method; Ssd: a cohort
+    sched::Method method = sched::Method::AR;  // the request's (or the server's) method
     int draft_k = 0;                // chain/ngram length, ssd K; 0: the server's
     bool provenance = false;        // events carry each token's source (specdec.provenance)
     std::shared_ptr<JobChannel> channel;
@@ -100,8 +101,8 @@ struct SchedulerOptions {
     // job picks the method (and may override draft_k).
     sched::SpecConfig spec;
     // SSD defaults (K, fan-out, backup, draft threads); used when a job asks
-    // for ssd. The draft engine then needs max_batch * (1 + fanout_budget)
-    // sequences (each cohort sequence and its cached branches).
+    // for ssd (a job's draft_k overrides K). Its draft side has a cache of its
+    // own (max_batch * (1 + fanout_budget) sequences), made at the first ssd job.
     sched::SsdConfig ssd;
     // A job still waiting or running this many seconds after it arrived fails
     // with 504 (checked between rounds); 0: no limit.
@@ -146,6 +147,8 @@ private:
     struct MethodEntry {
         sched::ProposerBundle bundle;
         sched::SlotSpec spec;
+        sched::DraftSideStats ssd_seen;  // ssd: the draft side's counters already in the metrics
+        double ssd_stall_seen = 0;
     };
     void loop();
     void admit(std::vector<std::unique_ptr<Active>>& fresh);
@@ -153,7 +156,7 @@ private:
     void decode_step();
     // Feeds the stop checker, streams text; returns true when the sequence is done.
     bool on_token(int slot, int32_t tok, sched::TokenSource source);
-    // One token of a job (batch or SSD cohort): the stop checker takes it,
+    // One token of a job: the stop checker takes it,
     // the text that became stable goes to the job's channel (with its
     // provenance when `prov` is given). Returns true when the job is done.
     static bool feed(Job& job, runtime::StopChecker& stop, TokenProvenance* prov, int32_t tok,
@@ -174,11 +177,8 @@ private:
     // KV positions committed in the target and draft caches (all sequences),
     // and the bytes of those caches in RAM, for /metrics.
     void report_kv();
-    // Takes the oldest job (an SSD job) and the waiting SSD jobs that can share
-    // its run; called with mu_ held.
-    std::vector<std::unique_ptr<Job>> take_ssd_cohort();
-    // Decodes a cohort to the end with SsdScheduler (the batch is empty).
-    void run_ssd_cohort(std::vector<std::unique_ptr<Job>> jobs);
+    // The SSD proposers' cache lookups, hits and stalls since the last report.
+    void report_ssd();
 
     runtime::Engine& engine_;
     runtime::Engine* draft_;

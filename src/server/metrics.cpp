@@ -77,19 +77,6 @@ void Metrics::record_decode_step(int rows, int tokens, double seconds) {
         recent_.pop_front();
 }
 
-void Metrics::record_decode_rounds(int steps, int rows, int tokens, double seconds) {
-    std::lock_guard lk(mu_);
-    decode_steps_ += (uint64_t)steps;
-    decode_rows_ += (uint64_t)rows;
-    decode_tokens_ += (uint64_t)tokens;
-    tokens_generated_ += (uint64_t)tokens;
-    decode_seconds_ += seconds;
-    const auto now = Clock::now();
-    recent_.emplace_back(now, tokens);
-    while (!recent_.empty() && std::chrono::duration<double>(now - recent_.front().first).count() > kRateWindowS)
-        recent_.pop_front();
-}
-
 void Metrics::record_ssd(int lookups, int hits, double stall_s) {
     std::lock_guard lk(mu_);
     ssd_lookups_ += (uint64_t)lookups;

@@ -43,12 +43,8 @@ public:
     // new tokens among them (AR: tokens == rows, so mean accept length is 1).
     void record_decode_step(int rows, int tokens, double seconds);
     void record_prefill(int tokens, double seconds);
-    // Several target forwards reported at once (an SSD cohort, which runs its
-    // own loop): counted like `steps` decode steps, but not in the step-time
-    // histogram, which holds single steps only.
-    void record_decode_rounds(int steps, int rows, int tokens, double seconds);
-    // One SSD cohort: speculation-cache lookups and hits, and the seconds the
-    // target waited for the draft.
+    // SSD since the last report: speculation-cache lookups and hits, and the
+    // seconds the target waited for the draft.
     void record_ssd(int lookups, int hits, double stall_s);
     // Per speculation method: `rows` sequence-rounds (target verifications of
     // one sequence) that produced `tokens`, with `drafted` draft nodes of which

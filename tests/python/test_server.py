@@ -476,17 +476,26 @@ def test_queue_full_gives_429():
         s.stop()
 
 
+def count_499(metrics: str) -> float:
+    return sum(float(l.split()[-1]) for l in metrics.splitlines()
+               if l.startswith("specdec_requests_total{") and 'status="499"' in l)
+
+
 def test_non_streaming_client_that_gives_up_is_cancelled(server):
-    before = server.metrics().count('status="499"')
+    before = count_499(server.metrics())
     body = json.dumps({"model": MODEL, "prompt": "Tell a long story.", "max_tokens": 400, "temperature": 0})
     with pytest.raises(TimeoutError):
         server.request("POST", "/v1/completions", body, timeout=1.0)
+    # Wait for both: "no active sequence" alone is also true before the
+    # request is admitted, and the 499 is counted when the server notices.
     deadline = time.time() + 20
-    while time.time() < deadline and "specdec_active_sequences 0" not in server.metrics():
+    while time.time() < deadline:
+        m = server.metrics()
+        if "specdec_active_sequences 0" in m and count_499(m) > before:
+            break
         time.sleep(0.2)
-    m = server.metrics()
     assert "specdec_active_sequences 0" in m
-    assert 'endpoint="/v1/completions",status="499"' in m or m.count('status="499"') > before
+    assert count_499(m) > before, m
 
 
 # --- speculative decoding in the server -------------------------------------------
@@ -632,7 +641,7 @@ def test_spec_self_speculation_draft_layers():
         s.stop()
 
 
-# --- SSD (Saguaro) in the server: cohorts between continuous-batch rounds ----------
+# --- SSD (Saguaro) in the server: a proposer of the continuous batch ----------
 
 @pytest.fixture(scope="module")
 def ssd_server():
@@ -711,6 +720,41 @@ def test_ssd_per_request_override_stop_and_mixed(spec_server):
     for i, (out, ref) in enumerate(zip(outs, refs)):
         assert out == ref, f"client {i} ({plan[i]}) differs from AR"
     assert 'specdec_method_tokens_total{method="ssd"}' in spec_server.metrics()
+
+
+def test_ssd_shares_the_batch_with_other_methods(spec_server):
+    """A short ar request sent while a long ssd request streams finishes first:
+    ssd decodes in the continuous batch, beside the other methods, not in a
+    cohort that holds every other request back until it ends."""
+    c = spec_server.client()
+    prompt = "Write a long story about a lighthouse keeper."
+    ref_long = ar_ref(prompt, 160, chat=True)["text"]
+    ref_short = ar_ref(PROMPTS[0], 4, chat=True)["text"]
+    order = []
+
+    def long_ssd():
+        out = []
+        for ch in c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": prompt}],
+                                            max_tokens=160, temperature=0, stream=True, **spec_body("ssd")):
+            if ch.choices and ch.choices[0].delta.content:
+                out.append(ch.choices[0].delta.content)
+                if len(out) == 1:
+                    started.set()
+        order.append("ssd")
+        return "".join(out)
+
+    def short_ar():
+        started.wait(TIMEOUT)
+        text = stream_chat(c, PROMPTS[0], 4, **spec_body("ar"))[0]
+        order.append("ar")
+        return text
+
+    started = threading.Event()
+    with ThreadPoolExecutor(2) as ex:
+        f_long, f_short = ex.submit(long_ssd), ex.submit(short_ar)
+        assert f_long.result(timeout=TIMEOUT * 2) == ref_long
+        assert f_short.result(timeout=TIMEOUT * 2) == ref_short
+    assert order == ["ar", "ssd"], order
 
 
 def test_ssd_disconnect_mid_stream_does_not_hang(ssd_server):

@@ -153,15 +153,15 @@ def test_provenance_matches_round_stats(srv, method):
 
 
 def test_ssd_provenance(srv):
-    """SSD cohorts stream provenance too. SSD does not cap a speculation at the tokens left, so
-    the last round may be cut: the stream's drafts are the accepted ones less at most K."""
+    """SSD streams provenance too. The last round may be cut by max_tokens: the stream's drafts
+    are the accepted ones less at most K."""
     n = 24
     status, raw = post(srv, body_for("ssd", n=n))
     assert status == 200, raw
     text = json.loads(raw)["choices"][0]["message"]["content"]
     before = accepted_counter(srv, "ssd")
     streamed, draft, target, _, usage = summarize(stream_events(srv, body_for("ssd", n=n)))
-    # A cohort's figures reach /metrics just after its last event.
+    # The round's figures reach /metrics just after its last event.
     deadline = time.time() + 10
     while accepted_counter(srv, "ssd") == before and time.time() < deadline:
         time.sleep(0.05)

@@ -127,7 +127,13 @@ TEST(Gguf, ReleasedLargeArraysFailLoudlySmallOnesStay) {
             EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
         }
     }
+    // their lengths stay known (a second model instance reads the vocabulary size)
+    EXPECT_EQ(f->array_length("tokenizer.ggml.merges"), 5000u);
+    EXPECT_EQ(f->array_length("many"), 4096u);
+    EXPECT_THROW(f->array_length("general.architecture"), Error);  // not an array
+    EXPECT_THROW(f->array_length("missing"), Error);
     // smaller arrays and scalars are untouched
+    EXPECT_EQ(f->array_length("tokenizer.ggml.tokens"), 3u);
     EXPECT_EQ(f->get_string_array("tokenizer.ggml.tokens").size(), 3u);
     EXPECT_EQ(f->get_float_array("tokenizer.ggml.scores")[1], -1.0);
     EXPECT_EQ(f->get_string("general.architecture"), "llama");

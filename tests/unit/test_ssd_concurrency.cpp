@@ -19,7 +19,10 @@
 #include <string>
 #include <thread>
 
+#include "sched/spec_batch.h"
+#include "sched/ssd_proposer.h"
 #include "sched/ssd_scheduler.h"
+#include "spec/draft_model_proposer.h"
 #include "unit/ssd_test_support.h"
 
 using namespace specdec;
@@ -247,3 +250,81 @@ TEST(SsdConcurrency, ThreadCountSeesALiveThread) {
 }
 
 }  // namespace
+
+// SSD as one proposer of a batch it shares with draft-model chains (the
+// server's continuous batch): its draft side runs on a second Transformer over
+// the draft's file and a cache of its own (SsdProposer::OwnDraft) with a fixed
+// slot layout, while the chain proposer drafts on the first instance between
+// rounds. Sequences join a running batch, one leaves early and its slot is
+// taken by SSD again, another's by a chain: every output is greedy AR's, and
+// under ThreadSanitizer the two instances never share scratch.
+TEST(SsdConcurrency, SharesABatchWithDraftModelProposers) {
+    Watchdog dog("SsdConcurrency.SharesABatchWithDraftModelProposers", kRunLimit);
+    ThreadPool pool(2);
+    test::TinyModel target(ssd_model_spec(7), 256, 3), draft(ssd_model_spec(11), 256, 3);
+    const sample::SamplingParams greedy;
+    spec::DraftModelOptions co;
+    co.shape = spec::DraftShape::Chain;
+    co.chain_k = 3;
+    co.target_n_vocab = target.n_vocab();
+    spec::DraftModelProposer chain(*draft.model, *draft.cache, pool, co);
+
+    sched::SsdConfig cfg;
+    cfg.k = 3;
+    cfg.fanout_budget = 4;
+    cfg.backup = sched::BackupKind::Jit;
+    sched::SsdProposer::OwnDraft own;
+    own.model = std::make_unique<model::Transformer>(*draft.file);
+    own.cache = std::make_unique<kv::KvCache>(own.model->kv_options(256, 3 * (1 + cfg.fanout_budget)));
+    sched::DraftWorkerOptions wo;
+    wo.cfg = cfg;
+    wo.params = greedy;
+    wo.target_n_vocab = target.n_vocab();
+    wo.n_batch = 3;
+    sched::SsdProposer ssd(std::move(own), wo);
+    const sched::SlotSpec ssd_spec{&ssd, cfg.k + 1, cfg.k, true}, chain_spec{&chain, 4, 3, true};
+
+    const std::vector<std::vector<int32_t>> prompts{{1, 2, 3}, {5, 9, 2, 7, 7, 1}, {40}, {3, 3, 1}, {7, 2}};
+    const int n = 24;
+    std::vector<std::vector<int32_t>> ref;
+    for (const auto& p : prompts) ref.push_back(test::greedy_ar(target, pool, p, n));
+
+    sched::SpecBatch sb({target.model.get(), target.cache.get(), &pool, 256}, spec::ExecMode::Reference);
+    std::vector<int> job_of(3, -1);
+    std::vector<std::vector<int32_t>> out(prompts.size());
+    const sched::OnToken on_token = [&](int slot, int32_t t, sched::TokenSource) {
+        out[(size_t)job_of[(size_t)slot]].push_back(t);
+        return false;
+    };
+    auto admit = [&](int slot, int job, const sched::SlotSpec& spec) {
+        job_of[(size_t)slot] = job;
+        sb.admit(slot, prompts[(size_t)job], spec, greedy, n, on_token);
+    };
+    admit(1, 0, ssd_spec);  // SSD in slot 1 first: the layout must not depend on which slot begins
+    sb.step(on_token);
+    admit(0, 1, chain_spec);
+    sb.step(on_token);
+    admit(2, 2, ssd_spec);  // joins a running batch
+    sb.step(on_token);
+    sb.step(on_token);
+    const size_t cut = out[0].size();
+    ASSERT_LT(cut, (size_t)n);
+    sb.retire(1);  // leaves early; SSD begins again in its slot
+    admit(1, 3, ssd_spec);
+    bool fifth = false;
+    int rounds = 0;
+    while (sb.any_running() || !fifth) {
+        ASSERT_LT(++rounds, 400);
+        sb.step(on_token);
+        for (int s = 0; s < 3; ++s)
+            if (sb.admitted(s) && !sb.running(s)) sb.retire(s);
+        for (int s = 0; s < 3 && !fifth; ++s)
+            if (!sb.admitted(s)) {
+                admit(s, 4, s == 0 ? ssd_spec : chain_spec);
+                fifth = true;
+            }
+    }
+    EXPECT_EQ(out[0], std::vector<int32_t>(ref[0].begin(), ref[0].begin() + (long)cut));
+    for (size_t j = 1; j < prompts.size(); ++j) EXPECT_EQ(out[j], ref[j]) << "prompt " << j;
+    EXPECT_GT(ssd.draft_stats().lookups, 0);
+}
