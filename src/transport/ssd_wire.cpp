@@ -10,6 +10,14 @@ namespace specdec::transport {
 
 namespace {
 
+// The CRC covers the header before it (so a flipped kind or request id is
+// caught too, not only a flipped payload byte) and then the payload.
+uint32_t frame_crc(std::span<const uint8_t> frame) {
+    std::vector<uint8_t> covered(frame.begin(), frame.begin() + 20);
+    covered.insert(covered.end(), frame.begin() + kWireHeaderBytes, frame.end());
+    return crc32(covered);
+}
+
 // Little-endian writer of one frame: header first (patched at the end).
 class Writer {
 public:
@@ -52,13 +60,12 @@ public:
     std::vector<uint8_t> finish() {
         const size_t n = buf_.size() - kWireHeaderBytes;
         SPECDEC_CHECK(n <= kWireMaxPayload, "wire: a message of ", n, " bytes is past the limit");
-        const uint32_t crc = crc32(std::span<const uint8_t>(buf_).subspan(kWireHeaderBytes));
         put_at(0, kWireMagic, 4);
         put_at(4, kWireVersion, 2);
         put_at(6, (uint16_t)kind_, 2);
         put_at(8, id_, 8);
         put_at(16, n, 4);
-        put_at(20, crc, 4);
+        put_at(20, frame_crc(buf_), 4);
         return std::move(buf_);
     }
 
@@ -234,7 +241,7 @@ WireFrame parse_frame(std::span<const uint8_t> bytes) {
                         std::to_string(bytes.size() - kWireHeaderBytes));
     f.kind = (WireKind)kind;
     f.payload = bytes.subspan(kWireHeaderBytes);
-    if (crc32(f.payload) != crc) throw WireError("wire: CRC mismatch (a corrupted message)");
+    if (frame_crc(bytes) != crc) throw WireError("wire: CRC mismatch (a corrupted message)");
     return f;
 }
 

@@ -4,7 +4,9 @@
 //
 // Every message is one frame: a 24-byte header, then the payload.
 //   u32 magic 'SSDW'   u16 schema version   u16 kind
-//   u64 request id     u32 payload length   u32 CRC-32 of the payload
+//   u64 request id     u32 payload length   u32 CRC-32
+// The CRC-32 covers the header's first 20 bytes and the payload: a flipped
+// bit anywhere, the kind and the request id included, is caught.
 // Kinds: Hello (target -> server: the DraftSideSpec; the server (re)creates
 // its worker and cache and answers HelloAck with its own vocabulary), ToDraft
 // and FromDraft (the records; a reply carries its request's id, so a late
