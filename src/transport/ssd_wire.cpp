@@ -1,5 +1,6 @@
 #include "transport/ssd_wire.h"
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -13,10 +14,11 @@ namespace {
 // The CRC covers the header before it (so a flipped kind or request id is
 // caught too, not only a flipped payload byte) and then the payload.
 uint32_t frame_crc(std::span<const uint8_t> frame) {
-    std::vector<uint8_t> covered(frame.begin(), frame.begin() + 20);
-    covered.insert(covered.end(), frame.begin() + kWireHeaderBytes, frame.end());
-    return crc32(covered);
+    return crc32_update(crc32(frame.first(20)), frame.subspan(kWireHeaderBytes));
 }
+
+// Float rows (q) are copied in bulk: the host's layout is the wire's.
+static_assert(std::endian::native == std::endian::little, "the wire format is little-endian, as is this host");
 
 // Little-endian writer of one frame: header first (patched at the end).
 class Writer {
@@ -55,7 +57,9 @@ public:
     }
     void f32s(const std::vector<float>& v) {
         count(v.size());
-        for (float x : v) f32(x);
+        const size_t at = buf_.size();
+        buf_.resize(at + v.size() * 4);
+        if (!v.empty()) std::memcpy(buf_.data() + at, v.data(), v.size() * 4);
     }
     std::vector<uint8_t> finish() {
         const size_t n = buf_.size() - kWireHeaderBytes;
@@ -137,6 +141,13 @@ public:
                                 std::to_string(n_vocab));
         }
         return v;
+    }
+    // n floats in bulk (the caller checked the count against the bytes left).
+    void f32s(std::vector<float>& out, size_t n) {
+        need(n * 4);
+        out.resize(n);
+        if (n) std::memcpy(out.data(), b_.data() + pos_, n * 4);
+        pos_ += n * 4;
     }
     std::vector<int> counters() {
         const size_t n = count(4);
@@ -425,11 +436,9 @@ sched::FromDraft decode_from_draft(std::span<const uint8_t> payload, const WireL
                 throw WireError("wire: q rows of the wrong size (" + std::to_string(nq) + " values for " +
                                 std::to_string(s.tokens.size()) + " drafts of width " + std::to_string(s.n_vocab) +
                                 ")");
-            s.q.resize(nq);
-            for (float& v : s.q) {
-                v = r.f32();
+            r.f32s(s.q, nq);
+            for (float v : s.q)
                 if (!std::isfinite(v) || v < 0.0f) throw WireError("wire: a q value that is not a probability");
-            }
         }
         s.hit = r.flag();
         const uint8_t backup = r.u8();
