@@ -1,8 +1,10 @@
 #include "transport/ssd_draft_server.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 #include <zmq.hpp>
@@ -18,6 +20,9 @@ namespace specdec::transport {
 struct DraftServer::Zmq {
     zmq::context_t ctx{1};
     zmq::socket_t sock{ctx, zmq::socket_type::router};
+    // The socket's connection events (accepted, closed), for the log: a
+    // ROUTER hides connections from its messages.
+    zmq::socket_t events{ctx, zmq::socket_type::pair};
 };
 
 // One target's session: its spec, the draft cache sized for it and the worker.
@@ -54,6 +59,11 @@ DraftServer::DraftServer(runtime::Engine& draft, const DraftServerOptions& opts)
         z_->sock.bind(opts_.listen);
     } catch (const zmq::error_t& e) {
         throw Error("draft-serve: cannot listen on " + opts_.listen + ": " + e.what());
+    }
+    const std::string mon = "inproc://draft-serve-events";
+    if (zmq_socket_monitor(z_->sock.handle(), mon.c_str(), ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) == 0) {
+        z_->events.set(zmq::sockopt::linger, 0);
+        z_->events.connect(mon);
     }
 }
 
@@ -155,9 +165,25 @@ void DraftServer::serve(const std::atomic<bool>& stop) {
         " (" + std::to_string(opts_.threads) + " thread" + (opts_.threads == 1 ? "" : "s") + ")");
     zmq::socket_t& s = z_->sock;
     while (!stop.load()) {
-        zmq::pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
-        zmq::poll(&item, 1, std::chrono::milliseconds(100));
-        if (!(item.revents & ZMQ_POLLIN)) continue;
+        zmq::pollitem_t items[2] = {{s.handle(), 0, ZMQ_POLLIN, 0}, {z_->events.handle(), 0, ZMQ_POLLIN, 0}};
+        try {
+            zmq::poll(items, 2, std::chrono::milliseconds(100));
+        } catch (const zmq::error_t& e) {
+            if (e.num() == EINTR) continue;  // SIGINT/SIGTERM: the loop looks at `stop`
+            throw;
+        }
+        if (items[1].revents & ZMQ_POLLIN) {
+            // A monitor event: 6 bytes (u16 event, u32 value), then the endpoint.
+            zmq::message_t ev, where;
+            if (z_->events.recv(ev, zmq::recv_flags::dontwait) && ev.more() &&
+                z_->events.recv(where, zmq::recv_flags::none) && ev.size() >= 2) {
+                uint16_t event = 0;
+                std::memcpy(&event, ev.data(), 2);
+                log(std::string(event == ZMQ_EVENT_ACCEPTED ? "connection accepted on " : "connection closed on ") +
+                    where.to_string());
+            }
+        }
+        if (!(items[0].revents & ZMQ_POLLIN)) continue;
         // A ROUTER message: the peer's routing id, then the frame.
         zmq::message_t id, body;
         if (!s.recv(id, zmq::recv_flags::dontwait)) continue;

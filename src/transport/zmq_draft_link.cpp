@@ -1,6 +1,7 @@
 #include "transport/zmq_draft_link.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <zmq.hpp>
@@ -100,7 +101,12 @@ std::optional<sched::FromDraft> ZmqDraftLink::receive(double timeout_s) {
             return std::nullopt;
         }
         zmq::pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
-        zmq::poll(&item, 1, std::chrono::milliseconds(std::max(1L, (long)std::ceil(left * 1000))));
+        try {
+            zmq::poll(&item, 1, std::chrono::milliseconds(std::max(1L, (long)std::ceil(left * 1000))));
+        } catch (const zmq::error_t& e) {
+            if (e.num() == EINTR) continue;  // a signal: wait on until the deadline
+            throw;
+        }
         if (!(item.revents & ZMQ_POLLIN)) continue;
         zmq::message_t msg;
         if (!s.recv(msg, zmq::recv_flags::dontwait)) continue;

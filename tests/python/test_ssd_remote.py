@@ -141,7 +141,10 @@ def test_healthy_server_matches_ar(servers, addr):
     assert out["tokens"] == ar_tokens(32)
     assert out["cache_hits"] > 0 and out["fallbacks"] == 0 and out["resyncs"] == 0, out
     assert out["ssd_draft"] == addr and out["method"] == "ssd"
-    assert any("session" in x for x in s.lines)
+    s.proc.terminate()  # SIGTERM: a clean stop
+    assert s.proc.wait(timeout=10) == 0
+    time.sleep(0.1)
+    assert any("connection accepted" in x for x in s.lines) and any("session" in x for x in s.lines), s.lines
 
 
 def test_server_killed_mid_generation(servers, addr, tmp_path):
