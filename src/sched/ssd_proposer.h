@@ -27,8 +27,10 @@
 // running sequence again with its whole history but the last token, followed
 // by the outcome {k = 0, bonus = last token}, which is exactly the state a
 // fresh sequence has after its first token. Repeated faults space the retries
-// out (1, 2, 4, .. 16 rounds) so that a hung server costs a bounded share of
-// the rounds; a missing connection fails at once and is retried every round.
+// out (after n faults in a row that cost a wait, the next attempt comes
+// 2^(n-1) rounds later, at most 16) so that a hung server costs a bounded
+// share of the rounds; a missing connection fails at once and is retried
+// every round.
 //
 // Draft-cache sequence s serves target sequence s; the worker's scratch
 // branch slots follow the highest sequence that began, so every sequence of
