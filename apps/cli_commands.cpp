@@ -18,6 +18,7 @@ const char* kUsage =
     "  bench      compare decoding methods side by side (specdec bench --help)\n"
     "  serve      OpenAI-compatible HTTP server (specdec serve --help)\n"
     "  calibrate  pick the self-speculation draft depth of a model (specdec calibrate --help)\n"
+    "  draft-serve  serve SSD's draft side to a target elsewhere (specdec draft-serve --help)\n"
     "  logits     write every prompt position's logits (for parity checks)\n";
 }
 
@@ -35,6 +36,7 @@ int run(int argc, char** argv) {
     if (cmd == "dev") return cmd_dev(argc - 1, argv + 1);
     if (cmd == "serve") return cmd_serve(argc - 1, argv + 1);
     if (cmd == "calibrate") return cmd_calibrate(argc - 1, argv + 1);
+    if (cmd == "draft-serve") return cmd_draft_serve(argc - 1, argv + 1);
     std::fputs(kUsage, stderr);
     throw Error("unknown command '" + cmd + "'");
 }

@@ -21,5 +21,6 @@ int eagle3_dump(const std::string& in_path, const std::string& out_path);
 int dump_features(const std::string& in_path, const std::string& out_path);
 int cmd_serve(int argc, char** argv);
 int cmd_calibrate(int argc, char** argv);
+int cmd_draft_serve(int argc, char** argv);
 
 }  // namespace specdec::cli

@@ -16,6 +16,7 @@
 #include "runtime/model_locator.h"
 #include "sched/generation_stats.h"
 #include "sched/spec_config.h"
+#include "transport/zmq_address.h"
 #include "specdec/engine.h"
 
 namespace specdec::cli {
@@ -97,6 +98,18 @@ int cmd_generate(int argc, char** argv) {
     app.add_option("--ssd-target-threads", ssd_target_threads,
                    "ssd: threads of the target side (0: what the draft side leaves of -t)")
         ->check(CLI::Range(0, 256));
+    std::string ssd_draft;
+    bool allow_remote = false;
+    app.add_option("--ssd-draft", ssd_draft,
+                   "ssd: the draft side is `specdec draft-serve` at this address (tcp://127.0.0.1:PORT or "
+                   "ipc://PATH) instead of a thread here; no -d needed");
+    app.add_option("--ssd-timeout-ms", ssd.link_timeout_ms,
+                   "ssd with --ssd-draft: wait this long for a round's reply (plus a prefill allowance in rounds "
+                   "that begin sequences) before drafting the round locally")
+        ->check(CLI::Range(1, 600000));
+    app.add_flag("--allow-remote", allow_remote,
+                 "ssd with --ssd-draft: allow an address other than loopback or ipc (the link is not "
+                 "authenticated or encrypted)");
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -132,16 +145,22 @@ int cmd_generate(int argc, char** argv) {
     ssd.vocab_subset_n = spec.vocab_subset_n;
     ssd.vocab_subset_path = spec.vocab_subset_path;
     ssd.vocab_corpus_path = spec.vocab_corpus_path;
+    ssd.remote_draft = ssd_draft;
     if (ssd_asked) ssd.validate();
+    SPECDEC_CHECK(ssd_draft.empty() || ssd_asked, "--ssd-draft is for --method ssd, not ", method);
+    SPECDEC_CHECK(ssd_draft.empty() || (draft_model.empty() && draft_layers.empty()),
+                  "give either --ssd-draft ADDR (the draft model is the server's) or -d DRAFT / --draft-layers L");
+    if (!ssd_draft.empty()) transport::check_endpoint(ssd_draft, allow_remote, "--ssd-draft");
     spec.mode = sched::parse_mode(mode);
     const bool self_spec = !draft_layers.empty();
     SPECDEC_CHECK(eagle3.empty() || ((spec.needs_draft() || spec.method == sched::Method::Auto) && !ssd_asked),
                   "--eagle3 drafts for --method auto, chain or tree, not ", method);
     SPECDEC_CHECK(eagle3.empty() || (draft_model.empty() && draft_layers.empty()),
                   "give either --eagle3 HEAD or -d DRAFT / --draft-layers L, not both");
-    SPECDEC_CHECK(!spec.needs_draft() || !draft_model.empty() || self_spec || !eagle3.empty(), "--method ", method,
+    SPECDEC_CHECK(!spec.needs_draft() || !draft_model.empty() || self_spec || !eagle3.empty() || !ssd_draft.empty(),
+                  "--method ", method,
                   " needs a draft model (-d DRAFT), a self-speculation depth (--draft-layers L) or an EAGLE-3 head ",
-                  "(--eagle3 HEAD)");
+                  "(--eagle3 HEAD)", ssd_asked ? " or a draft server (--ssd-draft ADDR)" : "");
     SPECDEC_CHECK(!self_spec || draft_model.empty(), "give either -d DRAFT or --draft-layers L, not both");
 
     const std::string model_path = runtime::resolve_model(model);
@@ -176,6 +195,7 @@ int cmd_generate(int argc, char** argv) {
         so.engine.draft_layers = draft_layers;
         so.target_threads = ssd_target_threads;
         so.ssd = ssd;
+        so.allow_remote = allow_remote;
         SsdGenerateOutput out = generate_ssd(so, req, stream);
         r = std::move(out.result);
         ssd_stats = std::move(out.ssd_stats);

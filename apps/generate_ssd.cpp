@@ -7,6 +7,7 @@
 #include "model/layer_list.h"
 #include "runtime/engine.h"
 #include "sched/ssd_scheduler.h"
+#include "transport/zmq_draft_link.h"
 
 namespace specdec::cli {
 
@@ -19,26 +20,41 @@ SsdGenerateOutput generate_ssd(const SsdGenerateOptions& opts, const GenerateReq
     // specdec bench splits it. Giving the target all T threads plus a draft
     // thread (--ssd-target-threads, more threads than cores) measured slower
     // on the 2-core qwen pair (docs/benchmarks.md).
+    // A remote draft side uses no core here: the target takes all of -t.
+    const bool remote = !ssd.remote_draft.empty();
     EngineOptions eopts = opts.engine;
     const int total = eopts.threads > 0 ? eopts.threads : (int)std::thread::hardware_concurrency();
-    eopts.threads = opts.target_threads > 0 ? opts.target_threads : std::max(1, total - ssd.draft_threads);
+    eopts.threads = opts.target_threads > 0 ? opts.target_threads
+                                            : std::max(1, total - (remote ? 0 : ssd.draft_threads));
     eopts.draft_branch_slots = ssd.fanout_budget;
+    if (remote) eopts.draft.clear(), eopts.draft_layers.clear();
     Engine api(eopts);
     // Draft layers that calibration found slower than AR load no draft; the
     // CLI decodes those with ar before it gets here.
-    SPECDEC_CHECK(api.has_draft(), "--method ssd needs a draft model (-d DRAFT) or draft layers");
+    SPECDEC_CHECK(remote || api.has_draft(), "--method ssd needs a draft model (-d DRAFT) or draft layers");
     runtime::Engine& engine = api.target_engine();
-    runtime::Engine& draft = *api.draft_engine();
 
     sched::SsdStats sst;
     SsdGenerateOutput out;
     Result& r = out.result;
-    static_cast<GenerateResult&>(r) = sched::generate_ssd(engine, draft, req, ssd, &sst, on_text);
+    if (remote) {
+        transport::ZmqDraftLinkOptions lo;
+        lo.addr = ssd.remote_draft;
+        lo.allow_remote = opts.allow_remote;
+        const sched::DraftSideFactory link = [&lo](const sched::DraftSideSpec& spec) {
+            return std::make_unique<transport::ZmqDraftLink>(lo, spec);
+        };
+        static_cast<GenerateResult&>(r) = sched::generate_ssd_remote(engine, link, req, ssd, &sst, on_text);
+        r.draft_model = ssd.remote_draft;
+    } else {
+        runtime::Engine& draft = *api.draft_engine();
+        static_cast<GenerateResult&>(r) = sched::generate_ssd(engine, draft, req, ssd, &sst, on_text);
+        r.draft_model = api.draft_path();
+        if (!eopts.draft_layers.empty()) r.draft_layers = model::format_layer_list(draft.model().layers_run());
+    }
     r.method = "ssd";
     r.speculative = true;
     r.spec = sst.spec;
-    r.draft_model = api.draft_path();
-    if (!eopts.draft_layers.empty()) r.draft_layers = model::format_layer_list(draft.model().layers_run());
     out.model_path = api.model_path();
     out.threads = api.threads();
 
@@ -70,12 +86,22 @@ SsdGenerateOutput generate_ssd(const SsdGenerateOptions& opts, const GenerateReq
     j["acceptance"] = sst.draft.acceptance;
     j["miss_exponent"] = sst.draft.miss_exponent;
     j["tokens_per_round"] = sst.spec.mean_accept_len();
-    j["draft_threads"] = ssd.draft_threads;
+    j["draft_threads"] = remote ? nlohmann::json(nullptr) : nlohmann::json(ssd.draft_threads);  // the server's -t
     j["target_threads"] = engine.pool().size();
     j["draft_nice"] = ssd.draft_nice;
     j["seq_rounds"] = sst.spec.seq_rounds;
     j["emitted"] = sst.spec.emitted;
     if (ssd.vocab_subset_n > 0) j["vocab_subset_n"] = ssd.vocab_subset_n;
+    // Rounds the target drafted itself because the draft server failed.
+    const sched::SsdFallbackStats& fb = sst.fallback;
+    j["fallbacks"] = fb.rounds;
+    j["fallback_reasons"] = {{"timeout", fb.timeout},   {"disconnected", fb.disconnected}, {"invalid", fb.invalid},
+                             {"error", fb.error},       {"backoff", fb.backoff}};
+    j["resyncs"] = fb.resyncs;
+    if (remote) {
+        j["ssd_draft"] = ssd.remote_draft;
+        j["ssd_timeout_ms"] = ssd.link_timeout_ms;
+    }
     return out;
 }
 

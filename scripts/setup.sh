@@ -28,7 +28,8 @@ esac
 # The test-only libraries (GoogleTest, Google Benchmark) stay in both modes:
 # CMake's configure step looks for them, and they install in seconds.
 APT_PACKAGES=(build-essential cmake ninja-build git libgtest-dev libgmock-dev libbenchmark-dev
-              nlohmann-json3-dev libcli11-dev libcpp-httplib-dev pkg-config python3 python3-venv python3-pip)
+              nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libzmq3-dev cppzmq-dev pkg-config python3 python3-venv
+              python3-pip)
 
 # Testing also fuzzes (scripts/fuzz.sh): libFuzzer comes with clang. The chat
 # page (`specdec serve`'s GET /) is tested in a real browser: headless chromium.

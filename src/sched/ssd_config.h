@@ -83,6 +83,15 @@ struct SsdConfig {
     int vocab_subset_n = 0;
     std::string vocab_subset_path, vocab_corpus_path;
     std::string trace_path;       // "": no round trace (sched/ssd_trace.h)
+    // A remote draft side (draft-serve at this address; "": the in-process
+    // thread). Recorded in traces; the link itself is made above this layer.
+    std::string remote_draft;
+    // Remote draft side: how long the target waits for a round's reply
+    // before it drafts the round locally, plus, in a round that carries
+    // Begins (the first, or a resync after a fault), this much per token the
+    // draft has to prefill (a 0.5B draft reads ~100-200 tokens/s on a core).
+    int link_timeout_ms = 1000;
+    double link_prefill_ms_per_token = 10.0;
 
     void validate() const {
         SPECDEC_CHECK(k >= 1 && k <= 64, "--ssd-k must be in [1, 64], got ", k);
@@ -95,6 +104,10 @@ struct SsdConfig {
         SPECDEC_CHECK(target_threads >= 0, "target threads must be >= 0 (0: the engine's pool)");
         SPECDEC_CHECK(ngram_min >= 1 && ngram_max >= ngram_min, "bad n-gram range");
         SPECDEC_CHECK(vocab_subset_n >= 0, "--vocab-subset must be >= 0, got ", vocab_subset_n);
+        SPECDEC_CHECK(link_timeout_ms >= 1 && link_timeout_ms <= 600000, "--ssd-timeout-ms must be in [1, 600000], got ",
+                      link_timeout_ms);
+        SPECDEC_CHECK(link_prefill_ms_per_token >= 0 && link_prefill_ms_per_token <= 1000,
+                      "link prefill allowance must be in [0, 1000] ms per token");
     }
 };
 

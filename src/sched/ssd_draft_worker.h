@@ -34,6 +34,7 @@
 #include "model/lm_head_subset.h"
 #include "model/transformer.h"
 #include "sample/sampler.h"
+#include "sched/ssd_draft_side.h"
 #include "sched/ssd_fanout.h"
 #include "sched/ssd_messages.h"
 #include "spec/vocab_subset.h"
@@ -67,16 +68,24 @@ struct DraftWorkerOptions {
     int n_batch = 0;
 };
 
-class DraftWorker {
+// The in-process placement of the draft side (ssd_draft_side.h).
+class DraftWorker final : public DraftSide {
 public:
     // Starts the thread (which creates the draft's pool, pinned if asked).
     DraftWorker(const DraftContext& ctx, const DraftWorkerOptions& opts);
-    ~DraftWorker();  // sends Stop and joins
+    ~DraftWorker() override;  // sends Stop and joins
     DraftWorker(const DraftWorker&) = delete;
     DraftWorker& operator=(const DraftWorker&) = delete;
 
-    void send(ToDraft msg) { inbox_.push(std::move(msg)); }
-    FromDraft receive() { return outbox_.pop(); }
+    void send(ToDraft msg) override { inbox_.push(std::move(msg)); }
+    // Every Outcomes message with a sequence still running gets exactly one
+    // reply (an error reply if the worker failed), so waiting without a bound
+    // (timeout_s <= 0) cannot hang.
+    std::optional<FromDraft> receive(double timeout_s) override {
+        if (timeout_s <= 0) return outbox_.pop();
+        return outbox_.pop_for(timeout_s);
+    }
+    std::string fault() const override { return "timeout"; }  // the only way a bounded receive fails here
 
 private:
     struct Branch {

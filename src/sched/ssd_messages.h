@@ -1,7 +1,8 @@
 // The message seam between the target side and the asynchronous draft side of
 // SSD. Everything crossing it is a plain record (no pointers into either
-// side's memory), so the in-process channel below can later be replaced by a
-// socket or a device queue that serialises the same records.
+// side's memory): the in-process channel below carries them between threads,
+// and transport/ssd_wire.h serialises the same records for a draft side in
+// another process (ssd_draft_side.h).
 //
 // Protocol, per sequence:
 //   target -> draft  Begin{prompt}         draft prefills its own cache
@@ -14,10 +15,12 @@
 // One message per round carries every sequence of the batch.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -105,6 +108,15 @@ public:
     T pop() {
         std::unique_lock<std::mutex> lk(mu_);
         cv_.wait(lk, [&] { return !q_.empty(); });
+        T v = std::move(q_.front());
+        q_.pop_front();
+        return v;
+    }
+    // pop with a bound: nothing when no value arrived within `seconds`.
+    std::optional<T> pop_for(double seconds) {
+        std::unique_lock<std::mutex> lk(mu_);
+        if (!cv_.wait_for(lk, std::chrono::duration<double>(seconds), [&] { return !q_.empty(); }))
+            return std::nullopt;
         T v = std::move(q_.front());
         q_.pop_front();
         return v;

@@ -1,28 +1,65 @@
 #include "sched/ssd_proposer.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "spec/ngram_proposer.h"
 
 namespace specdec::sched {
+
+namespace {
+// Counters of a remote side restart with each session; the run reports their
+// sum. Rates and estimates are the latest session's.
+DraftSideStats add_stats(const DraftSideStats& a, const DraftSideStats& b) {
+    DraftSideStats s = b;
+    s.lookups += a.lookups;
+    s.hits += a.hits;
+    const auto add_vec = [](std::vector<int>& into, const std::vector<int>& v) {
+        if (into.size() < v.size()) into.resize(v.size(), 0);
+        for (size_t i = 0; i < v.size(); ++i) into[i] += v[i];
+    };
+    add_vec(s.lookups_k, a.lookups_k);
+    add_vec(s.hits_k, a.hits_k);
+    s.jit += a.jit;
+    s.ngram += a.ngram;
+    s.random += a.random;
+    s.trees += a.trees;
+    s.interrupted += a.interrupted;
+    s.branches += a.branches;
+    s.glue_reused += a.glue_reused;
+    s.tree_s += a.tree_s;
+    s.backup_s += a.backup_s;
+    return s;
+}
+}  // namespace
 
 SsdProposer::SsdProposer(const DraftContext& draft, const DraftWorkerOptions& opts, spec::TraceWriter* trace)
     : opts_(opts), trace_(trace) {
     SPECDEC_CHECK(draft.model && draft.cache, "SSD: the draft model and cache are required");
     seqs_.resize((size_t)draft.cache->n_seq());
-    worker_ = std::make_unique<DraftWorker>(draft, opts_);
+    side_ = std::make_unique<DraftWorker>(draft, opts_);
 }
 
 SsdProposer::SsdProposer(OwnDraft own, DraftWorkerOptions opts) : own_(std::move(own)), opts_(opts), trace_(nullptr) {
     SPECDEC_CHECK(own_.model && own_.cache, "SSD: the draft model and cache are required");
     opts_.subset = own_.subset.get();
     seqs_.resize((size_t)own_.cache->n_seq());
-    worker_ = std::make_unique<DraftWorker>(
+    side_ = std::make_unique<DraftWorker>(
         DraftContext{own_.model.get(), own_.cache.get(), own_.prefill_chunk, own_.subset.get()}, opts_);
 }
 
-SsdProposer::~SsdProposer() = default;  // the worker's destructor stops and joins its thread
+SsdProposer::SsdProposer(std::unique_ptr<DraftSide> side, const DraftWorkerOptions& opts, int n_seq,
+                         spec::TraceWriter* trace)
+    : opts_(opts), trace_(trace), side_(std::move(side)) {
+    SPECDEC_CHECK(side_ && n_seq >= 1, "SSD: a draft side and at least one sequence are required");
+    seqs_.resize((size_t)n_seq);
+}
+
+SsdProposer::~SsdProposer() = default;  // the side's destructor stops its thread or closes its link
+
+DraftSideStats SsdProposer::draft_stats() const { return add_stats(earlier_sessions_, draft_stats_); }
 
 void SsdProposer::end(int seq) {
     Seq& S = seqs_[(size_t)seq];
@@ -46,16 +83,135 @@ void SsdProposer::start(int seq, std::span<const int32_t> prompt, bool in_cache)
     // Begin resets the draft side's state of the sequence: an end not sent
     // yet would arrive after it and end the new sequence instead.
     std::erase_if(done_.outcomes, [&](const DraftOutcome& o) { return o.seq == seq; });
+    seqs_[(size_t)seq].active = true;
+    if (out_of_sync_) return;  // the next round's resync begins it from its history
     ToDraft m;
     m.kind = ToDraft::Kind::Begin;
     m.begins.push_back({seq, std::vector<int32_t>(prompt.begin(), prompt.end()), in_cache});
-    worker_->send(std::move(m));
-    seqs_[(size_t)seq].active = true;
+    begun_tokens_ += (long)prompt.size();
+    side_->send(std::move(m));
 }
 
 void SsdProposer::begin_with_prompt(int seq, std::span<const int32_t> prompt) { start(seq, prompt, false); }
 
 void SsdProposer::begin_with_prefix(int seq, std::span<const int32_t> prefix) { start(seq, prefix, true); }
+
+ToDraft SsdProposer::resync(std::span<const spec::ProposeInput> in) {
+    // Whatever the old session held is gone: counters carry over, state does not.
+    earlier_sessions_ = add_stats(earlier_sessions_, draft_stats_);
+    draft_stats_ = DraftSideStats{};
+    side_->restart();
+    ++fallback_.resyncs;
+    done_ = ToDraft{};  // ends of sequences the new session never saw
+    ToDraft begins;
+    begins.kind = ToDraft::Kind::Begin;
+    ToDraft m;
+    m.kind = ToDraft::Kind::Outcomes;
+    for (const spec::ProposeInput& x : in) {
+        // The draft holds the history but its last token, then learns that
+        // token as a first bonus: the state of a sequence after its prefill.
+        begins.begins.push_back({x.seq, std::vector<int32_t>(x.history.begin(), x.history.end() - 1), false});
+        begun_tokens_ += (long)x.history.size() - 1;
+        DraftOutcome o;
+        o.seq = x.seq;
+        o.accepted = 0;
+        o.bonus = x.history.back();
+        o.max_drafts = std::max(0, x.max_nodes - 1);
+        m.outcomes.push_back(o);
+        Seq& S = seqs_[(size_t)x.seq];
+        S.accepted = 0;
+        S.round = 0;  // the new session has no cache to look this round up in
+    }
+    side_->send(std::move(begins));
+    out_of_sync_ = false;
+    return m;
+}
+
+std::string SsdProposer::check_reply(const FromDraft& r, std::span<const spec::ProposeInput> in) const {
+    if (r.specs.size() != in.size())
+        return "the draft answered " + std::to_string(r.specs.size()) + " speculations for " +
+               std::to_string(in.size()) + " sequences";
+    for (size_t i = 0; i < r.specs.size(); ++i) {
+        const Speculation& sp = r.specs[i];
+        const auto it =
+            std::find_if(in.begin(), in.end(), [&](const spec::ProposeInput& x) { return x.seq == sp.seq; });
+        if (it == in.end() || sp.root != it->history.back())
+            return "the draft answered for the wrong sequence or root";
+        for (size_t j = 0; j < i; ++j)
+            if (r.specs[j].seq == sp.seq) return "the draft answered twice for one sequence";
+        if ((int)sp.tokens.size() > std::max(0, it->max_nodes - 1))
+            return "the draft sent " + std::to_string(sp.tokens.size()) + " drafts where " +
+                   std::to_string(it->max_nodes - 1) + " fit";
+        for (int32_t t : sp.tokens)
+            if (t < 0 || t >= opts_.target_n_vocab) return "the draft sent a token outside the vocabulary";
+        if (sp.kind == spec::DraftKind::Sampled && !opts_.params.greedy()) {
+            if (sp.n_vocab != opts_.target_n_vocab || sp.q.size() != sp.tokens.size() * (size_t)sp.n_vocab)
+                return "sampled speculation without its proposal distributions";
+            for (float v : sp.q)
+                if (!std::isfinite(v) || v < 0.0f) return "a proposal distribution that is not one";
+        }
+    }
+    return {};
+}
+
+void SsdProposer::flush_pending(double build_s, bool interrupted) {
+    if (!trace_) return;
+    for (SsdRoundRecord& rec : pending_) {
+        if (!rec.fallback.empty()) build_s = -1, interrupted = false;  // no build overlapped a local round
+        rec.build_s = build_s;
+        rec.build_interrupted = interrupted;
+        trace_->line(ssd_round_json(rec));
+    }
+    pending_.clear();
+}
+
+void SsdProposer::fall_back(std::span<const spec::ProposeInput> in, std::span<spec::DraftTree> out,
+                            const std::string& why, double stall) {
+    ++fallback_.rounds;
+    if (why == "timeout") ++fallback_.timeout;
+    else if (why == "disconnected") ++fallback_.disconnected;
+    else if (why == "error") ++fallback_.error;
+    else if (why == "backoff") ++fallback_.backoff;
+    else ++fallback_.invalid;
+    if (why != "backoff") {
+        out_of_sync_ = true;
+        // A missing connection fails at once: retry every round. Anything
+        // that cost a wait (or may repeat, as garbage does) backs off.
+        if (why != "disconnected") {
+            ++fault_streak_;
+            skip_rounds_ = (1 << std::min(fault_streak_ - 1, 4)) - 1;
+        }
+    }
+    flush_pending(-1, false);  // the build that overlapped them will never be reported
+    round_recs_.clear();
+    const int K = opts_.cfg.k;
+    for (size_t i = 0; i < in.size(); ++i) {
+        const spec::ProposeInput& x = in[i];
+        const int cap = std::clamp(x.max_nodes - 1, 0, K);
+        const std::vector<int32_t> chain =
+            spec::NgramProposer::lookup(x.history, opts_.cfg.ngram_min, opts_.cfg.ngram_max, cap);
+        spec::DraftTree& tr = out[i];
+        tr.reset(x.history.back());
+        tr.kind = spec::DraftKind::Deterministic;  // q a point mass: lossless under sampling too
+        for (size_t j = 0; j < chain.size(); ++j) tr.add(chain[j], (int32_t)j, 0.0f, -1);
+        Seq& S = seqs_[(size_t)x.seq];
+        if (trace_) {
+            SsdRoundRecord rec;
+            rec.seq = x.seq;
+            rec.round = S.round;
+            rec.batch_round = batch_round_;
+            rec.prefix_len = (int)x.history.size() - 1;
+            rec.root = x.history.back();
+            rec.drafts = chain;
+            rec.backup = BackupKind::Ngram;
+            rec.fallback = why;
+            rec.stall_s = stall;
+            round_recs_.push_back(std::move(rec));
+        }
+        ++S.round;
+    }
+    ++batch_round_;
+}
 
 void SsdProposer::propose(std::span<const spec::ProposeInput> in, std::span<spec::DraftTree> out, Rng&) {
     // Sequences of the last round that are not here have ended (stop, length).
@@ -64,61 +220,81 @@ void SsdProposer::propose(std::span<const spec::ProposeInput> in, std::span<spec
         const bool here = std::any_of(in.begin(), in.end(), [&](const spec::ProposeInput& x) { return x.seq == (int)s; });
         if (!here) end((int)s);
     }
-    ToDraft m = std::move(done_);  // the ends first, then this round's outcomes
-    done_ = ToDraft{};
-    m.kind = ToDraft::Kind::Outcomes;
     for (const spec::ProposeInput& x : in) {
         SPECDEC_CHECK(x.seq >= 0 && x.seq < (int)seqs_.size() && seqs_[(size_t)x.seq].active, "SSD: sequence ",
                       x.seq, " has not begun with its prompt");
         SPECDEC_CHECK(!x.history.empty(), "SSD: empty history");
-        Seq& S = seqs_[(size_t)x.seq];
-        DraftOutcome o;
-        o.seq = x.seq;
-        o.accepted = S.accepted;
-        o.bonus = x.history.back();  // the root of the next speculation
-        // A speculation of L drafts is a tree of L + 1 nodes.
-        o.max_drafts = std::max(0, x.max_nodes - 1);
-        m.outcomes.push_back(o);
-        S.in_round = true;
+        seqs_[(size_t)x.seq].in_round = true;
+    }
+    if (out_of_sync_ && !in.empty() && skip_rounds_ > 0) {
+        --skip_rounds_;
+        fall_back(in, out, "backoff", 0.0);
+        return;
+    }
+    ToDraft m;
+    if (out_of_sync_) {
+        if (in.empty()) return;  // nothing to resync yet
+        m = resync(in);
+    } else {
+        m = std::move(done_);  // the ends first, then this round's outcomes
+        done_ = ToDraft{};
+        m.kind = ToDraft::Kind::Outcomes;
+        for (const spec::ProposeInput& x : in) {
+            DraftOutcome o;
+            o.seq = x.seq;
+            o.accepted = seqs_[(size_t)x.seq].accepted;
+            o.bonus = x.history.back();  // the root of the next speculation
+            // A speculation of L drafts is a tree of L + 1 nodes.
+            o.max_drafts = std::max(0, x.max_nodes - 1);
+            m.outcomes.push_back(o);
+        }
     }
     m.batch_size = (int)in.size();
     m.verify_s = last_verify_s_;
     if (in.empty()) {
-        if (!m.outcomes.empty()) worker_->send(std::move(m));  // ends only: no reply
+        if (!m.outcomes.empty()) side_->send(std::move(m));  // ends only: no reply
         return;
     }
-    worker_->send(std::move(m));
+    side_->send(std::move(m));
+    const bool can_fail = side_->can_fail();
+    // The wait: unbounded in process (a reply always comes); bounded for a
+    // remote side, longer while the draft still has Begins to prefill.
+    const double wait = can_fail ? opts_.cfg.link_timeout_ms * 1e-3 +
+                                       (double)begun_tokens_ * opts_.cfg.link_prefill_ms_per_token * 1e-3
+                                 : 0.0;
     const double t0 = now_s();
-    FromDraft r = worker_->receive();
+    std::optional<FromDraft> reply = side_->receive(wait);
     const double stall = now_s() - t0;
     stall_s_ += stall;
-    if (!r.error.empty()) throw Error(r.error);
-    draft_stats_ = r.stats;
-    if (trace_) {
-        for (SsdRoundRecord& rec : pending_) {
-            rec.build_s = r.build_s;
-            rec.build_interrupted = r.build_interrupted;
-            trace_->line(ssd_round_json(rec));
-        }
-        pending_.clear();
+    if (!reply) {
+        SPECDEC_CHECK(can_fail, "SSD: the draft side did not answer");
+        fall_back(in, out, side_->fault(), stall);
+        return;
     }
-    SPECDEC_CHECK(r.specs.size() == in.size(), "SSD: the draft answered ", r.specs.size(), " speculations for ",
-                  in.size(), " sequences");
+    FromDraft& r = *reply;
+    if (!r.error.empty()) {
+        if (!can_fail) throw Error(r.error);
+        fall_back(in, out, "error", stall);
+        return;
+    }
+    if (const std::string why = check_reply(r, in); !why.empty()) {
+        if (!can_fail) throw Error("SSD: " + why);
+        fall_back(in, out, "invalid", stall);
+        return;
+    }
+    begun_tokens_ = 0;
+    fault_streak_ = 0;
+    draft_stats_ = r.stats;
+    flush_pending(r.build_s, r.build_interrupted);
     round_recs_.clear();
     const int K = opts_.cfg.k;
     for (const Speculation& sp : r.specs) {
         const auto it =
             std::find_if(in.begin(), in.end(), [&](const spec::ProposeInput& x) { return x.seq == sp.seq; });
-        SPECDEC_CHECK(it != in.end() && sp.root == it->history.back(),
-                      "SSD: the draft answered for the wrong sequence or root");
-        SPECDEC_CHECK((int)sp.tokens.size() <= std::max(0, it->max_nodes - 1), "SSD: the draft sent ",
-                      sp.tokens.size(), " drafts where ", it->max_nodes - 1, " fit");
         spec::DraftTree& tr = out[(size_t)(it - in.begin())];
         tr.reset(sp.root);
         const bool with_q = sp.kind == spec::DraftKind::Sampled && !opts_.params.greedy();
         if (with_q) {
-            SPECDEC_CHECK(sp.n_vocab == opts_.target_n_vocab && sp.q.size() == sp.tokens.size() * (size_t)sp.n_vocab,
-                          "SSD: sampled speculation without its proposal distributions");
             tr.kind = sp.kind;
             tr.n_vocab = sp.n_vocab;
             tr.q_pool = sp.q;
@@ -170,13 +346,6 @@ void SsdProposer::observe(const spec::RoundFeedback& fb) {
     }
 }
 
-void SsdProposer::finish_trace() {
-    if (!trace_) return;
-    for (SsdRoundRecord& rec : pending_) {
-        rec.build_s = -1;  // the last build was never reported
-        trace_->line(ssd_round_json(rec));
-    }
-    pending_.clear();
-}
+void SsdProposer::finish_trace() { flush_pending(-1, false); }  // the last build was never reported
 
 }  // namespace specdec::sched

@@ -1,9 +1,9 @@
 // SSD (speculative speculative decoding, Saguaro) as a proposer of the one
-// round loop (SpecBatch): its draft side (ssd_draft_worker.h) runs on its own
-// thread and answers each round's outcomes with the next speculations, then,
-// while the target verifies them, builds the speculation cache for their
-// likely outcomes. On the target side SSD is then nothing but where a round's
-// chains come from:
+// round loop (SpecBatch): its draft side (ssd_draft_side.h: a thread of this
+// process, or a draft server elsewhere) answers each round's outcomes with
+// the next speculations, then, while the target verifies them, builds the
+// speculation cache for their likely outcomes. On the target side SSD is then
+// nothing but where a round's chains come from:
 //   begin_with_prompt / begin_with_prefix   Begin{prompt}: the draft reads
 //                                           the prompt beside the target's prefill;
 //   propose   sends the outcome of the round just verified (k accepted, the
@@ -18,6 +18,20 @@
 // for sampled ones; uniform for random ones) and the loop's one Verifier
 // checks them against the target with that q.
 //
+// Faults (a remote draft side only, DraftSide::can_fail): the wait for a
+// reply is bounded (SsdConfig::link_timeout_ms, plus a prefill allowance in
+// rounds that carry Begins). On a timeout, a disconnect, an error or an
+// invalid reply the round's chains come from prompt lookup over the target's
+// own history (deterministic drafts, so still lossless) and the link is out
+// of sync: the next round starts a new session (restart) and begins every
+// running sequence again with its whole history but the last token, followed
+// by the outcome {k = 0, bonus = last token}, which is exactly the state a
+// fresh sequence has after its first token. Repeated faults space the retries
+// out (after n faults in a row that cost a wait, the next attempt comes
+// 2^(n-1) rounds later, at most 16) so that a hung server costs a bounded
+// share of the rounds; a missing connection fails at once and is retried
+// every round.
+//
 // Draft-cache sequence s serves target sequence s; the worker's scratch
 // branch slots follow the highest sequence that began, so every sequence of
 // a batch must begin before its first round (SyncScheduler admits them all
@@ -25,8 +39,10 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "sched/ssd_draft_side.h"
 #include "sched/ssd_draft_worker.h"
 #include "sched/ssd_trace.h"
 #include "spec/proposer.h"
@@ -36,6 +52,7 @@ namespace specdec::sched {
 
 class SsdProposer final : public spec::Proposer {
 public:
+    // The in-process placement: a DraftWorker thread over `draft`.
     // trace: SSD round lines ("ssd_round", ssd_trace.h) go there (null: none).
     SsdProposer(const DraftContext& draft, const DraftWorkerOptions& opts, spec::TraceWriter* trace = nullptr);
     // A draft side of its own, for a batch where other proposers draft with
@@ -50,6 +67,10 @@ public:
         int prefill_chunk = 256;
     };
     SsdProposer(OwnDraft own, DraftWorkerOptions opts);
+    // Any placement: `side` serves sequences 0..n_seq-1; opts.cfg, opts.params
+    // and opts.target_n_vocab are what the target side uses of the options.
+    SsdProposer(std::unique_ptr<DraftSide> side, const DraftWorkerOptions& opts, int n_seq,
+                spec::TraceWriter* trace = nullptr);
     ~SsdProposer() override;
 
     void begin(int seq) override;
@@ -58,12 +79,14 @@ public:
     void propose(std::span<const spec::ProposeInput> in, std::span<spec::DraftTree> out, Rng& rng) override;
     void observe(const spec::RoundFeedback& fb) override;
 
-    // The draft side's counters as of its last reply.
-    const DraftSideStats& draft_stats() const { return draft_stats_; }
-    // The draft side's own KV cache (OwnDraft; null when borrowed), for reports.
+    // The draft side's counters as of its last reply (summed over the
+    // sessions of a remote side).
+    DraftSideStats draft_stats() const;
+    // The draft side's own KV cache (OwnDraft; null otherwise), for reports.
     const kv::KvCache* own_cache() const { return own_.cache.get(); }
-    // Seconds the target waited for the draft side's replies.
+    // Seconds the target waited for the draft side's replies (timeouts included).
     double stall_s() const { return stall_s_; }
+    const SsdFallbackStats& fallback_stats() const { return fallback_; }
     // Writes the trace lines still waiting for a build time (the run ended).
     void finish_trace();
 
@@ -76,13 +99,23 @@ private:
     };
     void start(int seq, std::span<const int32_t> prompt, bool in_cache);
     void end(int seq);
+    // Starts a new session with the draft side and begins every sequence of
+    // this round from its history; returns the outcomes message to send.
+    ToDraft resync(std::span<const spec::ProposeInput> in);
+    // Why the reply cannot serve this round ("": it can).
+    std::string check_reply(const FromDraft& r, std::span<const spec::ProposeInput> in) const;
+    // The round's chains drafted locally after a fault (prompt lookup).
+    void fall_back(std::span<const spec::ProposeInput> in, std::span<spec::DraftTree> out, const std::string& why,
+                   double stall);
+    void flush_pending(double build_s, bool interrupted);
 
-    OwnDraft own_;  // empty unless the proposer owns its draft side (declared before the worker that uses it)
+    OwnDraft own_;  // empty unless the proposer owns its draft model and cache (declared before the side using them)
     DraftWorkerOptions opts_;
     spec::TraceWriter* trace_;
-    std::unique_ptr<DraftWorker> worker_;
+    std::unique_ptr<DraftSide> side_;
     std::vector<Seq> seqs_;
-    DraftSideStats draft_stats_;
+    DraftSideStats draft_stats_;       // this session's, as of its last reply
+    DraftSideStats earlier_sessions_;  // summed over the sessions before it
     double stall_s_ = 0;
     int batch_round_ = 0;
     double last_verify_s_ = 0;
@@ -91,6 +124,12 @@ private:
     // overlapped their verification.
     std::vector<SsdRoundRecord> round_recs_, pending_;
     ToDraft done_;  // done outcomes not sent yet (ride with the next outcomes)
+    // Fault handling (remote sides).
+    bool out_of_sync_ = false;   // the draft side may not hold the sequences' state
+    int fault_streak_ = 0;       // consecutive failed attempts
+    int skip_rounds_ = 0;        // rounds to draft locally before the next attempt
+    long begun_tokens_ = 0;      // tokens begun since the last reply (the draft prefills them first)
+    SsdFallbackStats fallback_;
 };
 
 }  // namespace specdec::sched

@@ -22,19 +22,44 @@ SsdScheduler::SsdScheduler(const TargetContext& target, const DraftContext& draf
     cfg_.validate();
 }
 
+SsdScheduler::SsdScheduler(const TargetContext& target, DraftSideFactory remote,
+                           const sample::SamplingParams& params, const SsdConfig& cfg, spec::ExecMode mode,
+                           spec::TraceWriter* trace)
+    : tgt_(target), remote_(std::move(remote)), params_(params), cfg_(cfg), mode_(mode), trace_(trace) {
+    SPECDEC_CHECK(tgt_.model && tgt_.cache && tgt_.pool, "SSD: target model, cache and pool are required");
+    SPECDEC_CHECK(remote_, "SSD: no draft side");
+    cfg_.validate();
+}
+
 void SsdScheduler::run(const std::vector<std::vector<int32_t>>& prompts, const std::vector<int>& max_new,
                        const OnToken& on_token, SsdStats& stats, const Prefilled* pre) {
     const int B = (int)prompts.size();
-    SPECDEC_CHECK(B >= 1 && B <= tgt_.cache->n_seq() && B <= draft_.cache->n_seq(), "SSD: batch of ", B,
-                  " sequences, the caches hold ", tgt_.cache->n_seq(), " and ", draft_.cache->n_seq());
-    SPECDEC_CHECK(draft_.cache->n_ctx() >= tgt_.cache->n_ctx(), "SSD: the draft context (", draft_.cache->n_ctx(),
-                  ") must be at least the target's (", tgt_.cache->n_ctx(), ")");
     DraftWorkerOptions wo;
     wo.cfg = cfg_;
     wo.params = params_;
     wo.target_n_vocab = tgt_.model->config().n_vocab;
-    wo.subset = draft_.subset;
-    SsdProposer proposer(draft_, wo, trace_);  // its draft thread is joined on every exit path
+    std::unique_ptr<SsdProposer> owned;
+    if (remote_) {
+        SPECDEC_CHECK(B >= 1 && B <= tgt_.cache->n_seq(), "SSD: batch of ", B, " sequences, the cache holds ",
+                      tgt_.cache->n_seq());
+        SPECDEC_CHECK(!pre, "SSD: a shared prefill needs the draft cache in this process");
+        DraftSideSpec spec;
+        spec.cfg = cfg_;
+        spec.params = params_;
+        spec.target_n_vocab = wo.target_n_vocab;
+        spec.target_n_ctx = tgt_.cache->n_ctx();
+        spec.n_batch = B;
+        spec.branch_slots = cfg_.fanout_budget;
+        owned = std::make_unique<SsdProposer>(remote_(spec), wo, B, trace_);
+    } else {
+        SPECDEC_CHECK(B >= 1 && B <= tgt_.cache->n_seq() && B <= draft_.cache->n_seq(), "SSD: batch of ", B,
+                      " sequences, the caches hold ", tgt_.cache->n_seq(), " and ", draft_.cache->n_seq());
+        SPECDEC_CHECK(draft_.cache->n_ctx() >= tgt_.cache->n_ctx(), "SSD: the draft context (",
+                      draft_.cache->n_ctx(), ") must be at least the target's (", tgt_.cache->n_ctx(), ")");
+        wo.subset = draft_.subset;
+        owned = std::make_unique<SsdProposer>(draft_, wo, trace_);  // its draft thread is joined on every exit path
+    }
+    SsdProposer& proposer = *owned;
     // A speculation of K drafts is a chain of K + 1 nodes.
     SchedulerOptions so;
     so.mode = mode_;
@@ -46,6 +71,7 @@ void SsdScheduler::run(const std::vector<std::vector<int32_t>>& prompts, const s
     proposer.finish_trace();
     stats.draft = proposer.draft_stats();
     stats.stall_s += proposer.stall_s();
+    stats.fallback = proposer.fallback_stats();
 }
 
 ProposerBundle make_ssd_proposer(const SsdConfig& cfg, runtime::Engine& target, runtime::Engine& draft, int n_batch,
@@ -87,7 +113,7 @@ TargetContext target_context(runtime::Engine& target, const SsdConfig& cfg, std:
 
 // The round trace cfg asks for (null: none), its header written.
 std::unique_ptr<spec::TraceWriter> open_trace(const SsdConfig& cfg, const sample::SamplingParams& p,
-                                              const runtime::Engine& target, runtime::Engine& draft,
+                                              const runtime::Engine& target, runtime::Engine* draft,
                                               const TargetContext& tc) {
     if (cfg.trace_path.empty()) return nullptr;
     auto t = std::make_unique<spec::TraceWriter>(cfg.trace_path);
@@ -98,18 +124,26 @@ std::unique_ptr<spec::TraceWriter> open_trace(const SsdConfig& cfg, const sample
 
 namespace {
 // One SSD run of the loop; the draft side's counters go to `stats` too.
-LoopRun ssd_run(runtime::Engine& target, runtime::Engine& draft, const SsdConfig& cfg,
-                const sample::SamplingParams& params, const Prefilled* pre, SsdStats& stats) {
-    return [&target, &draft, &cfg, params, pre, &stats](const std::vector<std::vector<int32_t>>& prompts,
-                                                        const std::vector<int>& max_new, const OnToken& on_token) {
+// The draft side: on a thread over `draft`, or made by `remote` (draft null).
+LoopRun ssd_run(runtime::Engine& target, runtime::Engine* draft, const DraftSideFactory* remote,
+                const SsdConfig& cfg, const sample::SamplingParams& params, const Prefilled* pre, SsdStats& stats) {
+    return [&target, draft, remote, &cfg, params, pre, &stats](const std::vector<std::vector<int32_t>>& prompts,
+                                                               const std::vector<int>& max_new,
+                                                               const OnToken& on_token) {
         std::unique_ptr<ThreadPool> own_pool;
         const TargetContext tc = target_context(target, cfg, own_pool);
+        const auto trace = open_trace(cfg, params, target, draft, tc);
+        stats = SsdStats{};
+        if (remote) {
+            SPECDEC_CHECK(cfg.vocab_subset_n == 0, "SSD: --vocab-subset needs the draft in this process");
+            SsdScheduler sch(tc, *remote, params, cfg, spec::ExecMode::Performance, trace.get());
+            sch.run(prompts, max_new, on_token, stats, pre);
+            return stats.spec;
+        }
         const auto subset =
             load_vocab_subset(cfg.vocab_subset_n, cfg.vocab_subset_path, cfg.vocab_corpus_path, target);
-        const auto trace = open_trace(cfg, params, target, draft, tc);
-        SsdScheduler sch(tc, draft_context(draft, subset.get()), params, cfg, spec::ExecMode::Performance,
+        SsdScheduler sch(tc, draft_context(*draft, subset.get()), params, cfg, spec::ExecMode::Performance,
                          trace.get());
-        stats = SsdStats{};
         sch.run(prompts, max_new, on_token, stats, pre);
         return stats.spec;
     };
@@ -122,7 +156,7 @@ std::vector<runtime::GenerateResult> generate_ssd_batch(runtime::Engine& target,
                                                         const Prefilled* pre) {
     SPECDEC_CHECK(!reqs.empty(), "no requests");
     SsdStats stats;
-    auto out = generate_batch_with(target, reqs, ssd_run(target, draft, cfg, reqs[0].sampling, pre, stats));
+    auto out = generate_batch_with(target, reqs, ssd_run(target, &draft, nullptr, cfg, reqs[0].sampling, pre, stats));
     if (stats_out) *stats_out = stats;
     return out;
 }
@@ -131,7 +165,17 @@ runtime::GenerateResult generate_ssd(runtime::Engine& target, runtime::Engine& d
                                      const runtime::GenerateRequest& req, const SsdConfig& cfg, SsdStats* stats_out,
                                      const runtime::TokenCallback& on_text, const Prefilled* pre) {
     SsdStats stats;
-    auto res = generate_one_with(target, req, ssd_run(target, draft, cfg, req.sampling, pre, stats), on_text);
+    auto res = generate_one_with(target, req, ssd_run(target, &draft, nullptr, cfg, req.sampling, pre, stats), on_text);
+    if (stats_out) *stats_out = stats;
+    return res;
+}
+
+runtime::GenerateResult generate_ssd_remote(runtime::Engine& target, const DraftSideFactory& remote,
+                                            const runtime::GenerateRequest& req, const SsdConfig& cfg,
+                                            SsdStats* stats_out, const runtime::TokenCallback& on_text) {
+    SsdStats stats;
+    auto res = generate_one_with(target, req, ssd_run(target, nullptr, &remote, cfg, req.sampling, nullptr, stats),
+                                 on_text);
     if (stats_out) *stats_out = stats;
     return res;
 }

@@ -17,6 +17,7 @@ nlohmann::json ssd_round_json(const SsdRoundRecord& r) {
     j["lookup_k"] = r.lookup_k;
     j["hit"] = r.hit;
     j["backup"] = r.hit ? nlohmann::json(nullptr) : nlohmann::json(backup_name(r.backup));
+    j["fallback"] = r.fallback.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.fallback);
     j["accepted"] = r.accepted;
     j["bonus"] = r.bonus >= 0 ? nlohmann::json(r.bonus) : nlohmann::json(nullptr);
     j["emitted"] = r.emitted;
@@ -34,7 +35,7 @@ nlohmann::json ssd_round_json(const SsdRoundRecord& r) {
 }
 
 nlohmann::json ssd_run_header(const SsdConfig& cfg, const sample::SamplingParams& p, const runtime::Engine& target,
-                              runtime::Engine& draft, int target_threads) {
+                              runtime::Engine* draft, int target_threads) {
     nlohmann::json h;
     h["method"] = "ssd";
     spec::add_sampling_fields(h, p);
@@ -51,8 +52,13 @@ nlohmann::json ssd_run_header(const SsdConfig& cfg, const sample::SamplingParams
     h["draft_seed"] = cfg.draft_seed;
     h["vocab_subset_n"] = cfg.vocab_subset_n;
     spec::add_model_fields(h, "target", target.options().model_path);
-    spec::add_model_fields(h, "draft", draft.options().model_path);
-    h["draft_layers_run"] = draft.model().n_layers_run();
+    if (draft) {
+        spec::add_model_fields(h, "draft", draft->options().model_path);
+        h["draft_layers_run"] = draft->model().n_layers_run();
+    } else {
+        h["draft_remote"] = cfg.remote_draft;  // the server's model is its own
+        h["timeout_ms"] = cfg.link_timeout_ms;
+    }
     return h;
 }
 

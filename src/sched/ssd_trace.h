@@ -5,10 +5,13 @@
 // was looked up for), the outcome (k accepted, bonus, tokens emitted), the
 // fan-out F_k of the cache the draft built while this round verified, and the
 // round's times: that build on the draft side against the target's
-// verification, the backups and the target's stall waiting for them.
+// verification, the backups and the target's stall waiting for them. Rounds
+// the target drafted itself because a remote draft side failed say why in
+// "fallback" (timeout, disconnected, invalid, error, backoff; null otherwise).
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -29,6 +32,7 @@ struct SsdRoundRecord {
     int lookup_k = -1;              // the accept point it was looked up for (-1: no lookup)
     bool hit = false;
     BackupKind backup = BackupKind::Jit;  // misses: the backup that drafted it
+    std::string fallback;           // non-empty: the draft side failed, the target drafted (ngram)
     int accepted = 0;               // k
     int32_t bonus = 0;              // the target's token after the accepted drafts (-1: a stop cut it off)
     std::vector<int32_t> emitted;   // tokens this round delivered (cut at a stop)
@@ -45,7 +49,8 @@ nlohmann::json ssd_round_json(const SsdRoundRecord& r);
 
 // The run header: sampling parameters, SSD configuration, thread layout,
 // and both models' paths and content hashes.
+// draft: null when the draft side is remote (cfg.remote_draft says where).
 nlohmann::json ssd_run_header(const SsdConfig& cfg, const sample::SamplingParams& p, const runtime::Engine& target,
-                              runtime::Engine& draft, int target_threads);
+                              runtime::Engine* draft, int target_threads);
 
 }  // namespace specdec::sched

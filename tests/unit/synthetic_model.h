@@ -27,6 +27,9 @@ struct SyntheticModelSpec {
     int n_layer = 2;
     float weight_scale = 0.3f;   // larger: sharper distributions
     uint32_t seed = 7;
+    // Loadable through runtime::Engine::load (a file on disk, as draft-serve
+    // loads it): the tokenizer then needs a merges list (empty here).
+    bool with_merges = false;
 };
 
 inline std::vector<uint8_t> synthetic_model_gguf(const SyntheticModelSpec& s) {
@@ -54,6 +57,7 @@ inline std::vector<uint8_t> synthetic_model_gguf(const SyntheticModelSpec& s) {
     for (int i = 0; i < s.n_vocab; ++i) tokens.push_back("t" + std::to_string(i));
     w.kv_str("tokenizer.ggml.model", "gpt2");
     w.kv_str_array("tokenizer.ggml.tokens", tokens);
+    if (s.with_merges) w.kv_str_array("tokenizer.ggml.merges", {});
     const int hd = s.n_embd / s.n_head;
     const int kv = s.n_head_kv * hd;
     const float ws = s.weight_scale;

@@ -5,7 +5,9 @@
 // speculation cache; the joint distribution of generated tokens 3 and 4 over
 // many seeds is compared with the exact target joint (enumerated) by a Pearson
 // chi-square test at false-alarm rate 1e-4 per configuration. A negative
-// control (the draft's own distribution) must fail the same test.
+// control (the draft's own distribution) must fail the same test. The same
+// test runs through the remote placement's wire format with faults injected
+// (test::WireLoopbackSide): fallback rounds and resyncs keep it exact.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +15,7 @@
 
 #include "sched/ssd_scheduler.h"
 #include "unit/distribution_test_support.h"
+#include "unit/ssd_link_test_support.h"
 #include "unit/spec_test_support.h"
 
 using namespace specdec;
@@ -51,10 +54,12 @@ struct Models {
 
 struct Counts {
     std::vector<int> counts = std::vector<int>(kV * kV, 0);
-    long hits = 0, lookups = 0;
+    long hits = 0, lookups = 0, fallbacks = 0;
 };
 
-Counts sample_ssd(Models& m, const sched::SsdConfig& cfg, int n, bool draft_only) {
+// faults (non-null): through test::WireLoopbackSide with these faults.
+Counts sample_ssd(Models& m, const sched::SsdConfig& cfg, int n, bool draft_only,
+                  const std::map<int, std::string>* faults = nullptr) {
     Counts c;
     for (int s = 0; s < n; ++s) {
         sample::SamplingParams p = sampling();
@@ -75,9 +80,13 @@ Counts sample_ssd(Models& m, const sched::SsdConfig& cfg, int n, bool draft_only
         } else {
             sched::TargetContext tc{m.target.model.get(), m.target.cache.get(), &m.pool, 256};
             sched::DraftContext dc{m.draft.model.get(), m.draft.cache.get(), 256};
-            sched::SsdScheduler sch(tc, dc, p, cfg);
+            const sched::DraftSideFactory link = [&](const sched::DraftSideSpec& spec) {
+                return std::make_unique<test::WireLoopbackSide>(dc, spec, *faults);
+            };
+            sched::SsdScheduler sch = faults ? sched::SsdScheduler(tc, link, p, cfg) : sched::SsdScheduler(tc, dc, p, cfg);
             sched::SsdStats st;
             sch.run({kPrompt}, {kFirst + 2}, [&](int, int32_t t, sched::TokenSource) { out.push_back(t); return false; }, st);
+            c.fallbacks += st.fallback.rounds;
             c.hits += st.draft.hits;
             c.lookups += st.draft.lookups;
         }
@@ -94,10 +103,14 @@ const std::vector<double>& exact() {
     return joint;
 }
 
-void expect_lossless(const sched::SsdConfig& cfg, const char* name, bool expect_hits, int draft_seqs = 1) {
+void expect_lossless(const sched::SsdConfig& cfg, const char* name, bool expect_hits, int draft_seqs = 1,
+                     const std::map<int, std::string>* faults = nullptr) {
     Models m(draft_seqs);
     const int n = test::sampling_draws(12000);
-    const Counts c = sample_ssd(m, cfg, n, false);
+    const Counts c = sample_ssd(m, cfg, n, false, faults);
+    if (faults) {
+        EXPECT_EQ(c.fallbacks > 0, !faults->empty()) << name << ": " << c.fallbacks << " fallback rounds";
+    }
     const auto [stat, crit] = chi_square(c.counts, exact(), n);
     std::printf("[ %s ] chi-square %.1f, critical (1e-4) %.1f, cache hits %ld / %ld\n", name, stat, crit, c.hits,
                 c.lookups);
@@ -160,6 +173,20 @@ TEST(SsdSampling, ForcedMissesAreLossless) {
     cfg.k = 2;
     cfg.saguaro_c = 0.2f;
     expect_lossless(cfg, "ssd forced misses C=0.2", false);
+}
+
+TEST(SsdSampling, RemoteWireWithFaultsIsLossless) {
+    // Four tokens per run (K = 1): a healthy first reply, a timeout for the
+    // second (a local n-gram round), then the resync's reply, then an
+    // invalid one: the tested pair (tokens 3, 4) comes from remote and local
+    // rounds. A run that always resyncs never looks its cache up, hence no
+    // hits; the healthy run below hits as the in-process one does.
+    const std::map<int, std::string> timeout_then_garbage{{1, "timeout"}, {3, "garbage"}};
+    expect_lossless(base(), "ssd over the wire, faults", false, 1, &timeout_then_garbage);
+    const std::map<int, std::string> none;
+    sched::SsdConfig cfg = base();
+    cfg.saguaro_c = 0.5f;
+    expect_lossless(cfg, "ssd over the wire, C=0.5", true, 1, &none);
 }
 
 TEST(SsdSampling, NegativeControlDraftDistributionIsRejected) {

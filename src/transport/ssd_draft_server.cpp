@@ -1,0 +1,212 @@
+#include "transport/ssd_draft_server.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+#include <zmq.hpp>
+
+#include "core/error.h"
+#include "kv/kv_cache.h"
+#include "sched/ssd_draft_worker.h"
+#include "transport/ssd_wire.h"
+#include "transport/zmq_address.h"
+
+namespace specdec::transport {
+
+struct DraftServer::Zmq {
+    zmq::context_t ctx{1};
+    zmq::socket_t sock{ctx, zmq::socket_type::router};
+    // The socket's connection events (accepted, closed), for the log: a
+    // ROUTER hides connections from its messages.
+    zmq::socket_t events{ctx, zmq::socket_type::pair};
+};
+
+// One target's session: its spec, the draft cache sized for it and the worker.
+struct DraftServer::Session {
+    std::string peer;
+    sched::DraftSideSpec spec;
+    std::unique_ptr<kv::KvCache> cache;
+    std::unique_ptr<sched::DraftWorker> worker;  // declared last: stopped before the cache goes
+};
+
+namespace {
+void log(const std::string& s) { std::fprintf(stderr, "draft-serve: %s\n", s.c_str()); }
+
+// A printable name for a ZeroMQ routing id (binary bytes).
+std::string peer_name(const std::string& id) {
+    static const char* hex = "0123456789abcdef";
+    std::string s;
+    for (unsigned char c : id) {
+        s += hex[c >> 4];
+        s += hex[c & 15];
+    }
+    return s;
+}
+}  // namespace
+
+DraftServer::DraftServer(runtime::Engine& draft, const DraftServerOptions& opts)
+    : draft_(draft), opts_(opts), z_(std::make_unique<Zmq>()) {
+    check_endpoint(opts_.listen, opts_.allow_remote, "draft-serve");
+    SPECDEC_CHECK(opts_.threads >= 1, "draft-serve: threads must be >= 1");
+    SPECDEC_CHECK(opts_.fault.empty() || opts_.fault == "garbage" || opts_.fault == "slow",
+                  "draft-serve: unknown fault '", opts_.fault, "' (garbage or slow)");
+    z_->sock.set(zmq::sockopt::linger, 0);
+    try {
+        z_->sock.bind(opts_.listen);
+    } catch (const zmq::error_t& e) {
+        throw Error("draft-serve: cannot listen on " + opts_.listen + ": " + e.what());
+    }
+    const std::string mon = "inproc://draft-serve-events";
+    if (zmq_socket_monitor(z_->sock.handle(), mon.c_str(), ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) == 0) {
+        z_->events.set(zmq::sockopt::linger, 0);
+        z_->events.connect(mon);
+    }
+}
+
+DraftServer::~DraftServer() = default;
+
+std::vector<uint8_t> DraftServer::hello(const std::string& peer, uint64_t id, std::span<const uint8_t> payload) {
+    const sched::DraftSideSpec spec = decode_hello(payload);
+    const model::ModelConfig& mc = draft_.config();
+    if (session_ && session_->peer != peer) log("target " + peer_name(peer) + " replaces " + peer_name(session_->peer));
+    session_.reset();  // a new session: the old worker stops (joins) and its cache goes
+    SPECDEC_CHECK(spec.target_n_ctx <= mc.n_ctx_train, "the target's context (", spec.target_n_ctx,
+                  ") is longer than the draft's training context (", mc.n_ctx_train, ")");
+    const long n_seq = (long)spec.n_batch * (1 + spec.branch_slots);
+    // Bounds what a Hello can make this process reserve (cache entries).
+    SPECDEC_CHECK(n_seq * spec.target_n_ctx <= (1L << 22), "a draft cache of ", n_seq, " sequences of ",
+                  spec.target_n_ctx, " tokens is past this server's limit");
+    auto s = std::make_unique<Session>();
+    s->peer = peer;
+    s->spec = spec;
+    s->cache = std::make_unique<kv::KvCache>(draft_.model().kv_options(spec.target_n_ctx, (int)n_seq));
+    sched::DraftWorkerOptions wo;
+    wo.cfg = spec.cfg;
+    wo.cfg.draft_threads = opts_.threads;  // the server's cores, not the target's idea of them
+    wo.params = spec.params;
+    wo.target_n_vocab = spec.target_n_vocab;
+    sched::DraftContext ctx{&draft_.model(), s->cache.get(), draft_.options().prefill_chunk, nullptr};
+    s->worker = std::make_unique<sched::DraftWorker>(ctx, wo);
+    session_ = std::move(s);
+    log("session " + std::to_string(id) + " from " + peer_name(peer) + ": batch " + std::to_string(spec.n_batch) +
+        ", K " + std::to_string(spec.cfg.k) + ", T " + std::to_string(spec.params.temperature) + ", context " +
+        std::to_string(spec.target_n_ctx));
+    HelloAck a;
+    a.n_vocab = mc.n_vocab;
+    a.n_ctx_train = mc.n_ctx_train;
+    a.model = std::filesystem::path(draft_.options().model_path).filename().string();
+    return encode_hello_ack(id, a);
+}
+
+std::vector<uint8_t> DraftServer::corrupt(std::vector<uint8_t> frame, const sched::FromDraft& reply, uint64_t id) {
+    switch (replies_ % 3) {
+        case 0:  // random bytes
+            for (size_t i = 0; i < frame.size(); ++i) frame[i] = (uint8_t)(i * 2654435761u >> 13);
+            return frame;
+        case 1:  // one flipped bit in the payload (or header)
+            frame[frame.size() > kWireHeaderBytes ? kWireHeaderBytes + (frame.size() - kWireHeaderBytes) / 2 : 0] ^= 4;
+            return frame;
+        default: {  // well formed, but a token outside the vocabulary
+            sched::FromDraft bad = reply;
+            if (!bad.specs.empty()) bad.specs[0].tokens.assign(1, session_->spec.target_n_vocab);
+            return encode_from_draft(id, bad);
+        }
+    }
+}
+
+std::vector<uint8_t> DraftServer::handle(const std::string& peer, std::span<const uint8_t> bytes) {
+    WireFrame f;
+    try {
+        f = parse_frame(bytes);
+    } catch (const WireError& e) {
+        log(std::string("from ") + peer_name(peer) + ": " + e.what());
+        return encode_error(0, e.what());
+    }
+    try {
+        switch (f.kind) {
+            case WireKind::Hello: return hello(peer, f.id, f.payload);
+            case WireKind::ToDraft: {
+                SPECDEC_CHECK(session_ && session_->peer == peer, "no session with this target (send Hello first)");
+                WireLimits lim;
+                lim.n_vocab = session_->spec.target_n_vocab;
+                lim.n_seq = session_->spec.n_batch;  // slots past the batch are the worker's scratch
+                sched::ToDraft m = decode_to_draft(f.payload, lim);
+                if (m.kind == sched::ToDraft::Kind::Stop) return {};  // the session ends with the next Hello
+                const bool wants_reply =
+                    m.kind == sched::ToDraft::Kind::Outcomes &&
+                    std::any_of(m.outcomes.begin(), m.outcomes.end(), [](auto& o) { return !o.done; });
+                session_->worker->send(std::move(m));
+                if (!wants_reply) return {};
+                // The worker answers every such message (an error reply if it failed).
+                const sched::FromDraft r = *session_->worker->receive(0);
+                if (!r.error.empty()) log("worker: " + r.error);
+                std::vector<uint8_t> out = encode_from_draft(f.id, r);
+                ++replies_;
+                if (!opts_.fault.empty() && replies_ > opts_.fault_after) {
+                    if (opts_.fault == "slow") std::this_thread::sleep_for(std::chrono::milliseconds(opts_.fault_delay_ms));
+                    if (opts_.fault == "garbage") out = corrupt(std::move(out), r, f.id);
+                }
+                return out;
+            }
+            default: throw WireError("wire: a target sent a message only servers send");
+        }
+    } catch (const Error& e) {
+        log(std::string("from ") + peer_name(peer) + ": " + e.what());
+        return encode_error(f.id, e.what());
+    }
+}
+
+void DraftServer::serve(const std::atomic<bool>& stop) {
+    log("serving " + std::filesystem::path(draft_.options().model_path).filename().string() + " on " + opts_.listen +
+        " (" + std::to_string(opts_.threads) + " thread" + (opts_.threads == 1 ? "" : "s") + ")");
+    zmq::socket_t& s = z_->sock;
+    while (!stop.load()) {
+        zmq::pollitem_t items[2] = {{s.handle(), 0, ZMQ_POLLIN, 0}, {z_->events.handle(), 0, ZMQ_POLLIN, 0}};
+        try {
+            zmq::poll(items, 2, std::chrono::milliseconds(100));
+        } catch (const zmq::error_t& e) {
+            if (e.num() == EINTR) continue;  // SIGINT/SIGTERM: the loop looks at `stop`
+            throw;
+        }
+        if (items[1].revents & ZMQ_POLLIN) {
+            // A monitor event: 6 bytes (u16 event, u32 value), then the endpoint.
+            zmq::message_t ev, where;
+            if (z_->events.recv(ev, zmq::recv_flags::dontwait) && ev.more() &&
+                z_->events.recv(where, zmq::recv_flags::none) && ev.size() >= 2) {
+                uint16_t event = 0;
+                std::memcpy(&event, ev.data(), 2);
+                log(std::string(event == ZMQ_EVENT_ACCEPTED ? "connection accepted on " : "connection closed on ") +
+                    where.to_string());
+            }
+        }
+        if (!(items[0].revents & ZMQ_POLLIN)) continue;
+        // A ROUTER message: the peer's routing id, then the frame.
+        zmq::message_t id, body;
+        if (!s.recv(id, zmq::recv_flags::dontwait)) continue;
+        if (!id.more()) continue;
+        (void)s.recv(body, zmq::recv_flags::none);
+        while (body.more()) {  // a well-behaved target sends one frame; drop any extra
+            zmq::message_t extra;
+            (void)s.recv(extra, zmq::recv_flags::none);
+            if (!extra.more()) break;
+        }
+        const std::string peer(static_cast<const char*>(id.data()), id.size());
+        const std::vector<uint8_t> out =
+            handle(peer, std::span<const uint8_t>(static_cast<const uint8_t*>(body.data()), body.size()));
+        if (out.empty()) continue;
+        try {
+            // Non-blocking: a target that went away must not stall the server.
+            (void)s.send(zmq::buffer(peer), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+            (void)s.send(zmq::buffer(out), zmq::send_flags::dontwait);
+        } catch (const zmq::error_t& e) {
+            log(std::string("reply not sent: ") + e.what());
+        }
+    }
+    log("stopping");
+}
+
+}  // namespace specdec::transport

@@ -1,0 +1,258 @@
+"""SSD with its draft side in another process: `specdec draft-serve` started
+here as a real second process on loopback, `specdec generate --method ssd
+--ssd-draft ADDR` as the target. Greedy output must equal AR token for token
+whatever happens to the server mid-generation (killed, killed and restarted,
+stopped and continued, slow, sending garbage), the target must finish within a
+bounded time, and the faults must show in the JSON summary and the round
+trace. Sampled runs through the server must be reproducible with a seed (with
+--ssd-no-interrupt, which makes the draft side's work independent of timing)
+and equal to the in-process placement's; their exactness in distribution is
+the chi-square test SsdSampling.RemoteWireWithFaultsIsLossless (unit tests).
+smollm2-135m serves as target and draft, as in test_ssd_cli.py."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO_ROOT, model_path
+
+SPECDEC_BIN = Path(os.environ.get("SPECDEC_BIN", REPO_ROOT / "build" / "release" / "specdec"))
+MODEL = "smollm2-135m-instruct-q4_1"
+PROMPT = "def fibonacci(n):"
+TIMEOUT_MS = "300"  # the target's bounded wait per round in these tests
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class DraftServer:
+    """`specdec draft-serve` as a subprocess; its stderr lines are collected."""
+
+    def __init__(self, addr: str, *extra: str, model: str = MODEL):
+        self.addr = addr
+        self.lines: list[str] = []
+        self.proc = subprocess.Popen([str(SPECDEC_BIN), "draft-serve", "-d", str(model_path(model)), "--listen", addr,
+                                      "-t", "1", *extra], stderr=subprocess.PIPE, text=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        deadline = time.monotonic() + 30
+        while not any("serving" in x for x in self.lines):
+            assert self.proc.poll() is None, f"draft-serve exited: {self.lines}"
+            assert time.monotonic() < deadline, f"draft-serve did not start: {self.lines}"
+            time.sleep(0.02)
+
+    def _read(self):
+        for line in self.proc.stderr:
+            self.lines.append(line.rstrip())
+
+    def signal(self, sig: int):
+        self.proc.send_signal(sig)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture
+def addr():
+    return f"tcp://127.0.0.1:{free_port()}"
+
+
+@pytest.fixture
+def servers():
+    started: list[DraftServer] = []
+    yield started
+    for s in started:
+        s.stop()
+
+
+def serve(servers: list, addr: str, *extra: str, **kw) -> DraftServer:
+    s = DraftServer(addr, *extra, **kw)
+    servers.append(s)
+    return s
+
+
+def generate_args(n: int, *extra: str) -> list[str]:
+    return [str(SPECDEC_BIN), "generate", "-m", str(model_path(MODEL)), "--json", "--ignore-eos", "-p", PROMPT,
+            "-n", str(n), "-t", "1", *extra]
+
+
+_ar_cache: dict[int, list[int]] = {}
+
+
+def ar_tokens(n: int) -> list[int]:
+    if n not in _ar_cache:
+        r = subprocess.run(generate_args(n, "--method", "ar"), capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        _ar_cache[n] = json.loads(r.stdout)["tokens"]
+    return _ar_cache[n]
+
+
+def remote(addr: str, n: int, *extra: str, trace: Path | None = None) -> subprocess.Popen:
+    args = generate_args(n, "--method", "ssd", "--ssd-draft", addr, "--ssd-timeout-ms", TIMEOUT_MS, *extra)
+    if trace:
+        args += ["--trace", str(trace)]
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(p: subprocess.Popen, timeout: float = 60) -> tuple[dict, str, float]:
+    t0 = time.monotonic()
+    out, err = p.communicate(timeout=timeout)
+    assert p.returncode == 0, err
+    return json.loads(out), err, time.monotonic() - t0
+
+
+def rounds(trace: Path) -> list[dict]:
+    if not trace.exists():
+        return []
+    lines = [x for x in trace.read_text().splitlines() if x.endswith("}")]
+    return [json.loads(x) for x in lines[1:]]
+
+
+def wait_rounds(trace: Path, n: int, p: subprocess.Popen, timeout: float = 30):
+    """Waits until the target has traced n rounds (it is then mid-generation)."""
+    deadline = time.monotonic() + timeout
+    while len(rounds(trace)) < n:
+        assert p.poll() is None, "the target finished before the fault could be injected"
+        assert time.monotonic() < deadline, "the target made no progress"
+        time.sleep(0.005)
+
+
+def test_healthy_server_matches_ar(servers, addr):
+    s = serve(servers, addr)
+    out, err, _ = finish(remote(addr, 32))
+    assert out["tokens"] == ar_tokens(32)
+    assert out["cache_hits"] > 0 and out["fallbacks"] == 0 and out["resyncs"] == 0, out
+    assert out["ssd_draft"] == addr and out["method"] == "ssd"
+    s.proc.terminate()  # SIGTERM: a clean stop
+    assert s.proc.wait(timeout=10) == 0
+    time.sleep(0.1)
+    assert any("connection accepted" in x for x in s.lines) and any("session" in x for x in s.lines), s.lines
+
+
+def test_server_killed_mid_generation(servers, addr, tmp_path):
+    s = serve(servers, addr)
+    trace = tmp_path / "t.jsonl"
+    p = remote(addr, 160, trace=trace)
+    wait_rounds(trace, 4, p)
+    s.signal(signal.SIGKILL)
+    out, err, took = finish(p, timeout=60)
+    assert out["tokens"] == ar_tokens(160)
+    assert out["fallbacks"] > 0 and out["fallback_reasons"]["timeout"] + out["fallback_reasons"]["disconnected"] > 0
+    # Bounded: at most one wait for the reply in flight, then no-connection rounds cost nothing.
+    assert took < 25
+    fell = [r for r in rounds(trace) if r["fallback"]]
+    assert fell and all(r["backup"] == "ngram" and not r["hit"] for r in fell)
+
+
+def test_server_restarted_mid_generation_reconnects(servers, addr, tmp_path):
+    s = serve(servers, addr)
+    trace = tmp_path / "t.jsonl"
+    p = remote(addr, 256, trace=trace)
+    wait_rounds(trace, 4, p)
+    s.signal(signal.SIGKILL)
+    s.proc.wait()
+    s2 = serve(servers, addr)  # same port
+    out, err, _ = finish(p, timeout=60)
+    assert out["tokens"] == ar_tokens(256)
+    assert out["fallbacks"] > 0 and out["resyncs"] >= 1, out
+    rs = rounds(trace)
+    first_fallback = next(i for i, r in enumerate(rs) if r["fallback"])
+    assert any(r["hit"] for r in rs[first_fallback:]), "no cache hit after the server came back"
+    assert any("session" in x for x in s2.lines), s2.lines
+
+
+def test_hung_server_does_not_hang_the_target(servers, addr, tmp_path):
+    s = serve(servers, addr)
+    trace = tmp_path / "t.jsonl"
+    p = remote(addr, 160, trace=trace)
+    wait_rounds(trace, 4, p)
+    s.signal(signal.SIGSTOP)
+    time.sleep(1.5)
+    s.signal(signal.SIGCONT)
+    out, err, took = finish(p, timeout=60)
+    assert out["tokens"] == ar_tokens(160)
+    assert out["fallback_reasons"]["timeout"] > 0, out
+    assert took < 25
+    assert s.proc.poll() is None  # the server lives on
+
+
+@pytest.mark.parametrize("fault,reason", [("garbage", "invalid"), ("slow", "timeout")])
+def test_misbehaving_server(servers, addr, fault, reason):
+    s = serve(servers, addr, "--fault", fault, "--fault-after", "3", "--fault-delay-ms", "700")
+    out, err, took = finish(remote(addr, 48))
+    assert out["tokens"] == ar_tokens(48)
+    assert out["fallback_reasons"][reason] > 0, out
+    assert took < 25
+    assert s.proc.poll() is None
+
+
+def test_sampled_remote_is_reproducible_and_equals_in_process(servers, addr):
+    serve(servers, addr)
+    sampled = ["--temp", "0.7", "--seed", "1234", "--ssd-no-interrupt"]
+    a, _, _ = finish(remote(addr, 32, *sampled))
+    b, _, _ = finish(remote(addr, 32, *sampled))
+    assert a["tokens"] == b["tokens"] and a["fallbacks"] == 0 and b["fallbacks"] == 0
+    m = str(model_path(MODEL))
+    local = subprocess.run([str(SPECDEC_BIN), "generate", "-m", m, "-d", m, "--method", "ssd", "--json",
+                            "--ignore-eos", "-p", PROMPT, "-n", "32", "-t", "2", *sampled],
+                           capture_output=True, text=True, timeout=120)
+    assert local.returncode == 0, local.stderr
+    assert json.loads(local.stdout)["tokens"] == a["tokens"]
+
+
+def test_vocabulary_mismatch_is_a_clear_error(servers, addr):
+    serve(servers, addr, model="gemma3-270m-q4_k_m")
+    r = subprocess.run(generate_args(8, "--method", "ssd", "--ssd-draft", addr), capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode != 0 and r.returncode < 128
+    assert "vocabulary" in r.stderr, r.stderr
+
+
+def test_loopback_rule_and_bad_addresses(addr):
+    m = str(model_path(MODEL))
+    r = subprocess.run([str(SPECDEC_BIN), "draft-serve", "-d", m, "--listen", f"tcp://0.0.0.0:{free_port()}"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "--allow-remote" in r.stderr, r.stderr
+    r = subprocess.run(generate_args(4, "--method", "ssd", "--ssd-draft", "tcp://10.11.12.13:5557"),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "--allow-remote" in r.stderr, r.stderr
+    r = subprocess.run(generate_args(4, "--method", "ssd", "--ssd-draft", addr, "-d", m), capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode != 0 and "either" in r.stderr, r.stderr
+
+
+def test_server_survives_garbage_connections(servers, addr):
+    s = serve(servers, addr)
+    host, port = addr[len("tcp://"):].rsplit(":", 1)
+    for junk in (b"\x00" * 64, os.urandom(512), b"GET / HTTP/1.0\r\n\r\n"):
+        with socket.create_connection((host, int(port)), timeout=5) as c:
+            c.sendall(junk)
+            time.sleep(0.05)
+    assert s.proc.poll() is None
+    out, _, _ = finish(remote(addr, 16))
+    assert out["tokens"] == ar_tokens(16) and out["fallbacks"] == 0
+
+
+def test_no_server_falls_back_to_local_drafts(addr):
+    out, err, took = finish(remote(addr, 16))
+    assert out["tokens"] == ar_tokens(16)
+    assert out["fallbacks"] > 0 and out["fallback_reasons"]["disconnected"] > 0
+    assert "drafting locally" in err
