@@ -19,6 +19,8 @@
 #include "runtime/draft_source.h"
 #include "runtime/model_locator.h"
 #include "sched/ssd_config.h"
+#include "transport/zmq_address.h"
+#include "transport/zmq_draft_link.h"
 
 namespace specdec::cli {
 
@@ -59,6 +61,12 @@ int cmd_bench(int argc, char** argv) {
         ->check(CLI::Range(0, 256));
     app.add_option("--backup", o.ssd_backup, "ssd: backup on a cache miss")
         ->check(CLI::IsMember({"auto", "jit", "ngram", "random"}));
+    bool allow_remote = false;
+    app.add_option("--ssd-draft", o.ssd_remote_addr,
+                   "ssd: draft on `specdec draft-serve` at this address (tcp://127.0.0.1:PORT or ipc://PATH) "
+                   "instead of a thread beside the target (batch 1; the target keeps the thread split)");
+    app.add_flag("--allow-remote", allow_remote,
+                 "ssd with --ssd-draft: allow an address other than loopback or ipc (not authenticated or encrypted)");
     app.add_option("--ssd-draft-threads", o.draft_threads,
                    "ssd: threads of the draft side, taken from each thread count (the target keeps the rest)")
         ->check(CLI::Range(1, 1024));
@@ -177,6 +185,16 @@ int cmd_bench(int argc, char** argv) {
     o.tree_topk = parse_int_list(topks, "--tree-topk");
     o.draft_k = parse_int_list(ks, "--draft-k");
     o.batch = parse_int_list(batches, "--batch");
+    if (!o.ssd_remote_addr.empty()) {
+        transport::check_endpoint(o.ssd_remote_addr, allow_remote, "--ssd-draft");
+        SPECDEC_CHECK(o.batch == std::vector<int>{1}, "--ssd-draft runs batch 1 only");
+        transport::ZmqDraftLinkOptions lo;
+        lo.addr = o.ssd_remote_addr;
+        lo.allow_remote = allow_remote;
+        o.ssd_remote = [lo](const sched::DraftSideSpec& spec) {
+            return std::make_unique<transport::ZmqDraftLink>(lo, spec);
+        };
+    }
     o.lookup_min = parse_int_list(lookups, "--lookup-min");
     if (!gains.empty()) o.auto_min_gain = parse_double_list(gains, "--auto-min-gain");
     for (double g : o.auto_min_gain)
@@ -273,6 +291,7 @@ int cmd_bench(int argc, char** argv) {
                          {"resume", o.resume},         {"shard", std::to_string(o.shard_i + 1) + "/" + std::to_string(o.shard_n)},
                          {"stop_after", o.stop_after}, {"protocol", o.protocol},      {"quiet", o.quiet},
                          {"draft_layers", o.draft_keep_layers}};
+    if (!o.ssd_remote_addr.empty()) r.meta["options"]["ssd_draft"] = o.ssd_remote_addr;
     // Only when used: a run without it keeps the fingerprint (and so the
     // checkpoints) of runs made before the option existed.
     if (o.lookup_min != std::vector<int>{0}) r.meta["options"]["lookup_min"] = o.lookup_min;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "sched/spec_config.h"
+#include "sched/ssd_scheduler.h"
 
 namespace specdec::bench {
 
@@ -43,6 +44,11 @@ struct BenchOptions {
     int fanout_budget = 8;
     std::string ssd_backup = "auto";
     int draft_threads = 1;
+    // --ssd-draft: the ssd configurations draft on this remote side (a
+    // `specdec draft-serve` at ssd_remote_addr) instead of a thread beside the
+    // target; the app makes the link (the bench library needs no transport).
+    std::string ssd_remote_addr;
+    sched::DraftSideFactory ssd_remote;
     // Repetition.
     int warmup = 1;
     int reps = 1;

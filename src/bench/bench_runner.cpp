@@ -58,6 +58,7 @@ std::string RunConfig::label() const {
     if ((method == "auto" || method == "eagle3-auto") && auto_min_gain != sched::SpecConfig{}.auto_min_gain)
         s += " gain=" + fmt_num(auto_min_gain);
     if (method == "ssd") s += " k=" + std::to_string(ssd_k) + " " + fanout + " C=" + fmt_num(saguaro_c);
+    if (method == "ssd" && ssd_remote) s += " remote";
     if (batch != 1) s += " B=" + std::to_string(batch);
     if (temp != 0) s += " T=" + fmt_num(temp);
     s += " t=" + std::to_string(threads);
@@ -76,6 +77,7 @@ nlohmann::json RunConfig::to_json() const {
     j["ssd_k"] = ssd_k;
     j["fanout"] = fanout;
     j["saguaro_c"] = saguaro_c;
+    if (method == "ssd" && ssd_remote) j["ssd_remote"] = true;
     if (method == "auto") j["auto_min_gain"] = auto_min_gain;
     j["batch"] = batch;
     j["temp"] = temp;
@@ -266,6 +268,7 @@ std::vector<RunConfig> group_configs(const BenchOptions& o, const std::vector<st
                         c.ssd_k = k;
                         c.fanout = f;
                         c.saguaro_c = cc;
+                        c.ssd_remote = !o.ssd_remote_addr.empty();
                         out.push_back(c);
                     }
         } else {
@@ -347,7 +350,12 @@ RunOutput run_config(Engines& eng, const RunConfig& cfg, const BenchOptions& o,
     if (cfg.method == "ssd") {
         // No round trace in SSD (its stats carry hits and stalls instead).
         const sched::SsdConfig ssd = ssd_config(cfg, o);
-        if (reqs.size() == 1) out.res.push_back(sched::generate_ssd(*eng.target, *eng.draft, reqs[0], ssd, &out.sst, {}, pre));
+        if (cfg.ssd_remote) {
+            // The remote draft side reads the prompt itself (no shared prefill).
+            SPECDEC_CHECK(reqs.size() == 1, "ssd with --ssd-draft runs batch 1 only");
+            out.res.push_back(sched::generate_ssd_remote(*eng.target, o.ssd_remote, reqs[0], ssd, &out.sst));
+        } else if (reqs.size() == 1)
+            out.res.push_back(sched::generate_ssd(*eng.target, *eng.draft, reqs[0], ssd, &out.sst, {}, pre));
         else out.res = sched::generate_ssd_batch(*eng.target, *eng.draft, reqs, ssd, &out.sst, pre);
         out.st = out.sst.spec;
         return out;

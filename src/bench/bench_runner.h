@@ -22,6 +22,7 @@ struct RunConfig {
     int ssd_k = 0;          // ssd: speculation length K
     std::string fanout;     // ssd: geometric or uniform
     double saguaro_c = 0;   // ssd: Saguaro C (1 = off)
+    bool ssd_remote = false;  // ssd: the draft side is BenchOptions::ssd_remote (another process or host)
     double auto_min_gain = 0;  // auto: the cost model's margin over AR (SpecConfig::auto_min_gain)
     int batch = 1;
     double temp = 0;

@@ -105,8 +105,13 @@ def ar_tokens(n: int) -> list[int]:
     return _ar_cache[n]
 
 
-def remote(addr: str, n: int, *extra: str, trace: Path | None = None) -> subprocess.Popen:
-    args = generate_args(n, "--method", "ssd", "--ssd-draft", addr, "--ssd-timeout-ms", TIMEOUT_MS, *extra)
+# The runs that must see no fallback wait longer: on a loaded machine a healthy
+# round can take longer than TIMEOUT_MS.
+HEALTHY_TIMEOUT_MS = "10000"
+
+
+def remote(addr: str, n: int, *extra: str, trace: Path | None = None, timeout_ms: str = TIMEOUT_MS) -> subprocess.Popen:
+    args = generate_args(n, "--method", "ssd", "--ssd-draft", addr, "--ssd-timeout-ms", timeout_ms, *extra)
     if trace:
         args += ["--trace", str(trace)]
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -137,7 +142,7 @@ def wait_rounds(trace: Path, n: int, p: subprocess.Popen, timeout: float = 30):
 
 def test_healthy_server_matches_ar(servers, addr):
     s = serve(servers, addr)
-    out, err, _ = finish(remote(addr, 32))
+    out, err, _ = finish(remote(addr, 32, timeout_ms=HEALTHY_TIMEOUT_MS))
     assert out["tokens"] == ar_tokens(32)
     assert out["cache_hits"] > 0 and out["fallbacks"] == 0 and out["resyncs"] == 0, out
     assert out["ssd_draft"] == addr and out["method"] == "ssd"
@@ -207,8 +212,8 @@ def test_misbehaving_server(servers, addr, fault, reason):
 def test_sampled_remote_is_reproducible_and_equals_in_process(servers, addr):
     serve(servers, addr)
     sampled = ["--temp", "0.7", "--seed", "1234", "--ssd-no-interrupt"]
-    a, _, _ = finish(remote(addr, 32, *sampled))
-    b, _, _ = finish(remote(addr, 32, *sampled))
+    a, _, _ = finish(remote(addr, 32, *sampled, timeout_ms=HEALTHY_TIMEOUT_MS))
+    b, _, _ = finish(remote(addr, 32, *sampled, timeout_ms=HEALTHY_TIMEOUT_MS))
     assert a["tokens"] == b["tokens"] and a["fallbacks"] == 0 and b["fallbacks"] == 0
     m = str(model_path(MODEL))
     local = subprocess.run([str(SPECDEC_BIN), "generate", "-m", m, "-d", m, "--method", "ssd", "--json",
@@ -247,7 +252,7 @@ def test_server_survives_garbage_connections(servers, addr):
             c.sendall(junk)
             time.sleep(0.05)
     assert s.proc.poll() is None
-    out, _, _ = finish(remote(addr, 16))
+    out, _, _ = finish(remote(addr, 16, timeout_ms=HEALTHY_TIMEOUT_MS))
     assert out["tokens"] == ar_tokens(16) and out["fallbacks"] == 0
 
 
@@ -256,3 +261,27 @@ def test_no_server_falls_back_to_local_drafts(addr):
     assert out["tokens"] == ar_tokens(16)
     assert out["fallbacks"] > 0 and out["fallback_reasons"]["disconnected"] > 0
     assert "drafting locally" in err
+
+
+def test_bench_ssd_with_a_remote_draft(servers, addr, tmp_path):
+    """`specdec bench --ssd-draft ADDR`: the ssd rows draft on the draft server,
+    are labelled remote, equal AR (greedy) and report hits; --batch > 1 and a
+    non-loopback address are refused."""
+    serve(servers, addr)
+    m = str(model_path(MODEL))
+    out = tmp_path / "b"
+    r = subprocess.run([str(SPECDEC_BIN), "bench", "-m", m, "-d", m, "--set", "humaneval", "--limit", "1",
+                        "--max-turns", "1", "--chat", "-n", "24", "-t", "2", "--method", "ar,ssd", "--ssd-draft", addr,
+                        "--reps", "1", "--warmup", "0", "-o", str(out)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    recs = json.loads((out / "bench.json").read_text())["records"]
+    ssd = [x for x in recs if x["label"].startswith("ssd ")]
+    ar = [x for x in recs if x["label"].startswith("ar ")]
+    assert ssd and ar and all(x["label"].endswith("remote t=2") for x in ssd), [x["label"] for x in recs]
+    assert all(x["ssd_hit_rate"] is not None for x in ssd)
+    assert "| 1/1 |" in (out / "bench.md").read_text()  # greedy == AR
+    for extra, words in ((["--ssd-draft", addr, "--batch", "2"], "batch 1"),
+                         (["--ssd-draft", "tcp://10.11.12.13:5557"], "--allow-remote")):
+        args = [str(SPECDEC_BIN), "bench", "-m", m, "-d", m, "--method", "ssd", *extra, "-o", str(tmp_path / "x")]
+        r = subprocess.run(args, capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0 and words in r.stderr, r.stderr
