@@ -165,6 +165,19 @@ void SsdProposer::flush_pending(double build_s, bool interrupted) {
     pending_.clear();
 }
 
+SsdRoundRecord SsdProposer::round_record(const spec::ProposeInput& x, const Seq& S, std::vector<int32_t> drafts,
+                                         double stall) const {
+    SsdRoundRecord rec;
+    rec.seq = x.seq;
+    rec.round = S.round;
+    rec.batch_round = batch_round_;
+    rec.prefix_len = (int)x.history.size() - 1;  // committed before the root
+    rec.root = x.history.back();
+    rec.drafts = std::move(drafts);
+    rec.stall_s = stall;
+    return rec;
+}
+
 void SsdProposer::fall_back(std::span<const spec::ProposeInput> in, std::span<spec::DraftTree> out,
                             const std::string& why, double stall) {
     ++fallback_.rounds;
@@ -196,16 +209,9 @@ void SsdProposer::fall_back(std::span<const spec::ProposeInput> in, std::span<sp
         for (size_t j = 0; j < chain.size(); ++j) tr.add(chain[j], (int32_t)j, 0.0f, -1);
         Seq& S = seqs_[(size_t)x.seq];
         if (trace_) {
-            SsdRoundRecord rec;
-            rec.seq = x.seq;
-            rec.round = S.round;
-            rec.batch_round = batch_round_;
-            rec.prefix_len = (int)x.history.size() - 1;
-            rec.root = x.history.back();
-            rec.drafts = chain;
+            SsdRoundRecord rec = round_record(x, S, chain, stall);
             rec.backup = BackupKind::Ngram;
             rec.fallback = why;
-            rec.stall_s = stall;
             round_recs_.push_back(std::move(rec));
         }
         ++S.round;
@@ -304,20 +310,13 @@ void SsdProposer::propose(std::span<const spec::ProposeInput> in, std::span<spec
         for (size_t j = 0; j < sp.tokens.size(); ++j) tr.add(sp.tokens[j], (int32_t)j, 0.0f, with_q ? (int32_t)j : -1);
         Seq& S = seqs_[(size_t)sp.seq];
         if (trace_) {
-            SsdRoundRecord rec;
-            rec.seq = sp.seq;
-            rec.round = S.round;
-            rec.batch_round = batch_round_;
-            rec.prefix_len = (int)it->history.size() - 1;  // committed before the root
-            rec.root = sp.root;
-            rec.drafts = sp.tokens;
+            SsdRoundRecord rec = round_record(*it, S, sp.tokens, stall);
             rec.lookup = S.round > 0;
             rec.lookup_k = rec.lookup ? std::min(S.accepted, K) : -1;
             rec.hit = sp.hit;
             rec.backup = sp.backup;
             rec.fanout = r.stats.fanout;
             rec.backup_s = r.backup_s;
-            rec.stall_s = stall;
             round_recs_.push_back(std::move(rec));
         }
         ++S.round;

@@ -108,6 +108,9 @@ private:
     void fall_back(std::span<const spec::ProposeInput> in, std::span<spec::DraftTree> out, const std::string& why,
                    double stall);
     void flush_pending(double build_s, bool interrupted);
+    // The trace record of this round's chain for x (what every round shares).
+    SsdRoundRecord round_record(const spec::ProposeInput& x, const Seq& S, std::vector<int32_t> drafts,
+                                double stall) const;
 
     OwnDraft own_;  // empty unless the proposer owns its draft model and cache (declared before the side using them)
     DraftWorkerOptions opts_;
