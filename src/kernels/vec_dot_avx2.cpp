@@ -939,97 +939,26 @@ inline void prefetch_next_pair(const uint8_t* w0, const uint8_t* w1, int64_t b) 
 constexpr int kPrefetchMinTokens = 8;
 
 // Q4_K against Q8_K: as dot_q45_K<false>. Loop order: a super-block's 8
-// unpacked weight vectors (4 chunks x low/high nibbles, both rows) stay in
-// registers while every token runs its whole super-block (16 integer ops)
-// and its epilogue; the 8 per-sub-block scale vectors go through a stack
-// buffer and are read as memory operands of vpdpwssd. That leaves registers
-// for the NT float accumulators without spills, and every shuffle mask is a
-// constant. The integer lanes are exact sums, so visiting chunks token by
-// token instead of chunk by chunk changes no bit.
-template <int NT>
-void zmm_q4_K(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const uint8_t* a,
-              size_t a_stride, const ActExtrasLayout& l, float* out0, float* out1) {
+// unpacked weight vectors (4 chunks x two 32-element halves, both rows) stay
+// in registers while every token runs its whole super-block and its
+// epilogue; the scale vectors go through a stack buffer and are read as
+// memory operands of vpdpwssd. That leaves registers for the NT float
+// accumulators without spills, and every shuffle mask is a constant. The
+// integer lanes are exact sums, so visiting chunks token by token instead of
+// chunk by chunk changes no bit.
+//
+// Plain (Paired = false): the low and high nibbles of chunk c (sub-blocks 2c
+// and 2c + 1), 4 multiplies per 64 weights, row and token. Paired (see
+// "paired K-quant kernels" above): each 32-byte half of a zmm pairs its row's
+// sub-blocks 2c and 2c + 1 into U and V, and every token reads its paired
+// quants p (made once per activation row): 3 multiplies instead of 4, the
+// same integers per lane, so the same bits.
+template <int NT, bool Paired>
+void zmm_q4_K_tile(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const uint8_t* a,
+                   size_t a_stride, const ActExtrasLayout& l, float* out0, float* out1) {
     const auto* x0 = reinterpret_cast<const BlockQ4_K*>(w0);
     const auto* x1 = reinterpret_cast<const BlockQ4_K*>(w1);
-    // Per token one base pointer; the extras (-d, pair sums) at shared offsets.
-    const uint8_t* row[NT];
-    __m512 acc[NT];
-    __m256 acc_m[NT];  // 4 min lanes of row 0, then 4 of row 1
-#pragma GCC unroll 16
-    for (int t = 0; t < NT; ++t) {
-        row[t] = a + (size_t)t * a_stride;
-        acc[t] = _mm512_setzero_ps();
-        acc_m[t] = _mm256_setzero_ps();
-    }
-    const __m512i low4 = _mm512_set1_epi8(0x0F);
-    alignas(64) __m512i s[8];  // sub-block j's scale in every int16 lane of its row's half
-    for (int64_t b = 0; b < n_in / QK_K; ++b) {
-        const __m128i sm0 = k4_scales_mins(x0[b].scales);
-        const __m128i sm1 = k4_scales_mins(x1[b].scales);
-        const __m256i mins = _mm256_set_m128i(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm1, sm1)),
-                                              _mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm0, sm0)));
-        // 128-bit lanes: row 0's 8 scales twice, then row 1's twice
-        const __m512i sc = join256(_mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm0)),
-                                   _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm1)));
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; ++j) s[j] = _mm512_shuffle_epi8(sc, _mm512_broadcast_i64x4(word_bcast_mask(j)));
-        __m512i lo[4], hi[4];
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; ++c) {
-            const __m512i q = join256(load256(x0[b].qs + 32 * c), load256(x1[b].qs + 32 * c));
-            lo[c] = _mm512_and_si512(q, low4);
-            hi[c] = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
-        }
-        const __m512 dx = two_halves_f16(x0[b].d, x1[b].d);
-        const __m256 dmx = _mm256_cvtph_ps(_mm_set_epi16((short)x1[b].dmin, (short)x1[b].dmin,
-                                                         (short)x1[b].dmin, (short)x1[b].dmin,
-                                                         (short)x0[b].dmin, (short)x0[b].dmin,
-                                                         (short)x0[b].dmin, (short)x0[b].dmin));
-        if constexpr (NT >= kPrefetchMinTokens) prefetch_next_pair<sizeof(BlockQ4_K)>(w0, w1, b);
-        const size_t q_off = (size_t)b * sizeof(BlockQ8_K) + offsetof(BlockQ8_K, qs);
-        const size_t d_off = (size_t)b * sizeof(BlockQ8_K) + offsetof(BlockQ8_K, d);
-        const size_t nd_off = l.d_offset + (size_t)b * sizeof(float);
-        const size_t e_off = l.e_offset + (size_t)b * 16 * sizeof(int16_t);
-#pragma GCC unroll 16
-        for (int t = 0; t < NT; ++t) {
-            const uint8_t* yq = row[t] + q_off;
-            // two independent chains (low and high nibbles) halve the dependent
-            // vpdpwssd latency a token waits on; their exact sum is the same integer
-            __m512i sl = _mm512_setzero_si512(), sh = _mm512_setzero_si512();
-#pragma GCC unroll 4
-            for (int c = 0; c < 4; ++c) {
-                sl = _mm512_dpwssd_epi32(sl, _mm512_maddubs_epi16(lo[c], bcast256(yq + 64 * c)), s[2 * c]);
-                sh = _mm512_dpwssd_epi32(sh, _mm512_maddubs_epi16(hi[c], bcast256(yq + 64 * c + 32)),
-                                         s[2 * c + 1]);
-            }
-            const __m512i sumi = _mm512_add_epi32(sl, sh);
-            float yd, neg_yd;
-            std::memcpy(&yd, row[t] + d_off, sizeof(float));
-            std::memcpy(&neg_yd, row[t] + nd_off, sizeof(float));
-            const __m256i pm = _mm256_madd_epi16(mins, load256(row[t] + e_off));
-            acc_m[t] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(neg_yd), dmx), _mm256_cvtepi32_ps(pm),
-                                       acc_m[t]);
-            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(yd), dx), _mm512_cvtepi32_ps(sumi),
-                                     acc[t]);
-        }
-    }
-#pragma GCC unroll 16
-    for (int t = 0; t < NT; ++t) {
-        out0[t] = hsum_lo(acc[t]) + hsum4(_mm256_castps256_ps128(acc_m[t]));
-        out1[t] = hsum_hi(acc[t]) + hsum4(_mm256_extractf128_ps(acc_m[t], 1));
-    }
-}
-
-// Q4_K, paired (see "paired K-quant kernels" above): the same integers and
-// float steps as zmm_q4_K, so the same bits, with 3 multiplies per 64
-// weights, row and token instead of 4. Each 32-byte half of a zmm pairs its
-// row's sub-blocks 2c and 2c + 1 into U and V; every token reads its paired
-// quants p, made once per activation row.
-template <int NT>
-void zmm_q4_K_paired(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const uint8_t* a,
-                     size_t a_stride, const ActExtrasLayout& l, float* out0, float* out1) {
-    const auto* x0 = reinterpret_cast<const BlockQ4_K*>(w0);
-    const auto* x1 = reinterpret_cast<const BlockQ4_K*>(w1);
+    // Per token one base pointer; the extras (-d, pair sums, p) at shared offsets.
     const uint8_t* row[NT];
     __m512 acc[NT];
     __m256 acc_m[NT];  // 4 min lanes of row 0, then 4 of row 1
@@ -1041,25 +970,38 @@ void zmm_q4_K_paired(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const u
     }
     const __m512i low4 = _mm512_set1_epi8(0x0F);
     constexpr __mmask32 kOdd = 0xAAAAAAAAu;  // the odd int16 words
-    alignas(64) __m512i s[4];  // chunk c: (scale 2c, scale 2c + 1) in every int32 lane of its row's half
+    // Plain: sub-block j's scale in every int16 lane of its row's half.
+    // Paired: chunk c's (scale 2c, scale 2c + 1) in every int32 lane.
+    alignas(64) __m512i s[Paired ? 4 : 8];
     for (int64_t b = 0; b < n_in / QK_K; ++b) {
         const __m128i sm0 = k4_scales_mins(x0[b].scales);
         const __m128i sm1 = k4_scales_mins(x1[b].scales);
         const __m256i mins = _mm256_set_m128i(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm1, sm1)),
                                               _mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm0, sm0)));
+        // 128-bit lanes: row 0's 8 scales twice, then row 1's twice
         const __m512i sc = join256(_mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm0)),
                                    _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm1)));
+        if constexpr (Paired) {
 #pragma GCC unroll 4
-        for (int c = 0; c < 4; ++c)
-            s[c] = _mm512_shuffle_epi8(sc, _mm512_broadcast_i32x4(word_pair_mask(2 * c, 2 * c + 1)));
-        __m512i u[4], v[4];
+            for (int c = 0; c < 4; ++c)
+                s[c] = _mm512_shuffle_epi8(sc, _mm512_broadcast_i32x4(word_pair_mask(2 * c, 2 * c + 1)));
+        } else {
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; ++j) s[j] = _mm512_shuffle_epi8(sc, _mm512_broadcast_i64x4(word_bcast_mask(j)));
+        }
+        __m512i wa[4], wb[4];  // plain: low and high nibbles; paired: U and V
 #pragma GCC unroll 4
         for (int c = 0; c < 4; ++c) {
             const __m512i q = join256(load256(x0[b].qs + 32 * c), load256(x1[b].qs + 32 * c));
             const __m512i lo = _mm512_and_si512(q, low4);                          // sub-block 2c
             const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);  // sub-block 2c + 1
-            u[c] = _mm512_mask_blend_epi16(kOdd, lo, _mm512_slli_epi32(hi, 16));
-            v[c] = _mm512_mask_blend_epi16(kOdd, _mm512_srli_epi32(lo, 16), hi);
+            if constexpr (Paired) {
+                wa[c] = _mm512_mask_blend_epi16(kOdd, lo, _mm512_slli_epi32(hi, 16));
+                wb[c] = _mm512_mask_blend_epi16(kOdd, _mm512_srli_epi32(lo, 16), hi);
+            } else {
+                wa[c] = lo;
+                wb[c] = hi;
+            }
         }
         const __m512 dx = two_halves_f16(x0[b].d, x1[b].d);
         const __m256 dmx = _mm256_cvtph_ps(_mm_set_epi16((short)x1[b].dmin, (short)x1[b].dmin,
@@ -1067,23 +1009,31 @@ void zmm_q4_K_paired(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const u
                                                          (short)x0[b].dmin, (short)x0[b].dmin,
                                                          (short)x0[b].dmin, (short)x0[b].dmin));
         if constexpr (NT >= kPrefetchMinTokens) prefetch_next_pair<sizeof(BlockQ4_K)>(w0, w1, b);
-        const size_t p_off = l.p_offset + (size_t)b * QK_K;
+        // the token's quants: Q8_K's qs (plain) or the paired quants p
+        const size_t q_off = Paired ? l.p_offset + (size_t)b * QK_K
+                                    : (size_t)b * sizeof(BlockQ8_K) + offsetof(BlockQ8_K, qs);
         const size_t d_off = (size_t)b * sizeof(BlockQ8_K) + offsetof(BlockQ8_K, d);
         const size_t nd_off = l.d_offset + (size_t)b * sizeof(float);
         const size_t e_off = l.e_offset + (size_t)b * 16 * sizeof(int16_t);
 #pragma GCC unroll 16
         for (int t = 0; t < NT; ++t) {
-            const uint8_t* pq = row[t] + p_off;
-            // two independent chains (chunks 0, 2 and 1, 3), as in zmm_q4_K
-            __m512i s02 = _mm512_setzero_si512(), s13 = _mm512_setzero_si512();
+            const uint8_t* yq = row[t] + q_off;
+            // two independent chains halve the dependent vpdpwssd latency a
+            // token waits on; their exact sum is the same integer
+            __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
 #pragma GCC unroll 4
             for (int c = 0; c < 4; ++c) {
-                const __m512i pu = _mm512_maddubs_epi16(u[c], bcast256(pq + 64 * c));
-                const __m512i pv = _mm512_maddubs_epi16(v[c], bcast256(pq + 64 * c + 32));
-                if (c % 2 == 0) s02 = _mm512_dpwssd_epi32(s02, _mm512_add_epi16(pu, pv), s[c]);
-                else s13 = _mm512_dpwssd_epi32(s13, _mm512_add_epi16(pu, pv), s[c]);
+                const __m512i pa = _mm512_maddubs_epi16(wa[c], bcast256(yq + 64 * c));
+                const __m512i pb = _mm512_maddubs_epi16(wb[c], bcast256(yq + 64 * c + 32));
+                if constexpr (Paired) {  // chains: chunks 0, 2 and 1, 3
+                    if (c % 2 == 0) s0 = _mm512_dpwssd_epi32(s0, _mm512_add_epi16(pa, pb), s[c]);
+                    else s1 = _mm512_dpwssd_epi32(s1, _mm512_add_epi16(pa, pb), s[c]);
+                } else {  // chains: low and high nibbles
+                    s0 = _mm512_dpwssd_epi32(s0, pa, s[2 * c]);
+                    s1 = _mm512_dpwssd_epi32(s1, pb, s[2 * c + 1]);
+                }
             }
-            const __m512i sumi = _mm512_add_epi32(s02, s13);
+            const __m512i sumi = _mm512_add_epi32(s0, s1);
             float yd, neg_yd;
             std::memcpy(&yd, row[t] + d_off, sizeof(float));
             std::memcpy(&neg_yd, row[t] + nd_off, sizeof(float));
@@ -1101,14 +1051,22 @@ void zmm_q4_K_paired(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const u
     }
 }
 
-// Q6_K against Q8_K: as dot_q6_K, in the loop order of zmm_q4_K (a super-
-// block's 8 decoded weight vectors in registers, scale vectors on the
+// Q6_K against Q8_K: as dot_q6_K, in the loop order of zmm_q4_K_tile (a
+// super-block's 8 decoded weight vectors in registers, scale vectors on the
 // stack). The -32 offset term 32 * sum(sc * bsums) starts each token's
 // integer sum as one vpdpwssd of the bsums with the scales times -32 (int16:
 // |sc * 32| <= 4096): the same exact integer as madd, shift and subtract.
-template <int NT>
-void zmm_q6_K(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const uint8_t* a,
-              size_t a_stride, const ActExtrasLayout&, float* out0, float* out1) {
+// Chunk k of half h is elements 128 h + 32 k; each chunk has two 16-element
+// scales, one per 128-bit half of its row's 256 bits.
+//
+// Plain: one vpdpwssd per chunk, 4 multiplies per 64 weights, row and token.
+// Paired (see "paired K-quant kernels" above), as dot_q6_K_paired: chunks
+// (0, 1) and (2, 3) of a half pair up, the low 128 bits of a row taking
+// scales (4p, 4p + 2) of the half and the high ones (4p + 1, 4p + 3):
+// 3 multiplies instead of 4, the same integers per lane, so the same bits.
+template <int NT, bool Paired>
+void zmm_q6_K_tile(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const uint8_t* a,
+                   size_t a_stride, const ActExtrasLayout& l, float* out0, float* out1) {
     const auto* x0 = reinterpret_cast<const BlockQ6_K*>(w0);
     const auto* x1 = reinterpret_cast<const BlockQ6_K*>(w1);
     const uint8_t* row[NT];
@@ -1120,7 +1078,12 @@ void zmm_q6_K(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const uint8_t*
     }
     const __m512i low4 = _mm512_set1_epi8(0x0F);
     const __m512i low2 = _mm512_set1_epi8(0x03);
-    alignas(64) __m512i s[8];  // (half, k): scale vector of chunk k of that half
+    constexpr __mmask32 kOdd = 0xAAAAAAAAu;  // the odd int16 words
+    const __m512i pair_mask[2] = {
+        _mm512_broadcast_i64x4(_mm256_set_m128i(word_pair_mask(1, 3), word_pair_mask(0, 2))),
+        _mm512_broadcast_i64x4(_mm256_set_m128i(word_pair_mask(5, 7), word_pair_mask(4, 6)))};
+    // plain: (half, chunk k) -> the chunk's scale vector; paired: (half, pair p)
+    alignas(64) __m512i s[Paired ? 4 : 8];
     for (int64_t b = 0; b < n_in / QK_K; ++b) {
         // 16 int16 scales of row 0, then 16 of row 1
         const __m512i sc16 = join256(
@@ -1130,89 +1093,7 @@ void zmm_q6_K(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const uint8_t*
         // per half: each 256-bit half's two 128-bit lanes hold its row's 8 scales of that half
         const __m512i sc_half[2] = {_mm512_shuffle_i64x2(sc16, sc16, 0xA0),
                                     _mm512_shuffle_i64x2(sc16, sc16, 0xF5)};
-        __m512i q[8];
-#pragma GCC unroll 2
-        for (int half = 0; half < 2; ++half) {
-            const __m512i l0 = join256(load256(x0[b].ql + 64 * half), load256(x1[b].ql + 64 * half));
-            const __m512i l1 =
-                join256(load256(x0[b].ql + 64 * half + 32), load256(x1[b].ql + 64 * half + 32));
-            const __m512i h = join256(load256(x0[b].qh + 32 * half), load256(x1[b].qh + 32 * half));
-            __m512i* qq = q + 4 * half;
-            qq[0] = _mm512_or_si512(_mm512_and_si512(l0, low4),
-                                    _mm512_slli_epi16(_mm512_and_si512(h, low2), 4));
-            qq[1] = _mm512_or_si512(_mm512_and_si512(l1, low4),
-                                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 2), low2), 4));
-            qq[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l0, 4), low4),
-                                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 4), low2), 4));
-            qq[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l1, 4), low4),
-                                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 6), low2), 4));
-#pragma GCC unroll 4
-            for (int k = 0; k < 4; ++k) {
-                s[4 * half + k] = _mm512_shuffle_epi8(
-                    sc_half[half],
-                    _mm512_broadcast_i64x4(_mm256_setr_epi64x(q6_mask(2 * k), q6_mask(2 * k),
-                                                              q6_mask(2 * k + 1), q6_mask(2 * k + 1))));
-            }
-        }
-        const __m512 dx = two_halves_f16(x0[b].d, x1[b].d);
-        if constexpr (NT >= kPrefetchMinTokens) prefetch_next_pair<sizeof(BlockQ6_K)>(w0, w1, b);
-        const size_t q_off = (size_t)b * sizeof(BlockQ8_K) + offsetof(BlockQ8_K, qs);
-        const size_t bs_off = (size_t)b * sizeof(BlockQ8_K) + offsetof(BlockQ8_K, bsums);
-        const size_t d_off = (size_t)b * sizeof(BlockQ8_K) + offsetof(BlockQ8_K, d);
-#pragma GCC unroll 16
-        for (int t = 0; t < NT; ++t) {
-            const uint8_t* yq = row[t] + q_off;
-            // two chains (the halves), as in zmm_q4_K; chunk k of half h is elements 128 h + 32 k
-            __m512i s0 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), bcast256(row[t] + bs_off), sc_m32);
-            __m512i s1 = _mm512_setzero_si512();
-#pragma GCC unroll 4
-            for (int k = 0; k < 4; ++k) {
-                s0 = _mm512_dpwssd_epi32(s0, _mm512_maddubs_epi16(q[k], bcast256(yq + 32 * k)), s[k]);
-                s1 = _mm512_dpwssd_epi32(s1, _mm512_maddubs_epi16(q[4 + k], bcast256(yq + 128 + 32 * k)), s[4 + k]);
-            }
-            const __m512i sumi = _mm512_add_epi32(s0, s1);
-            float yd;
-            std::memcpy(&yd, row[t] + d_off, sizeof(float));
-            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, _mm512_set1_ps(yd)), _mm512_cvtepi32_ps(sumi), acc[t]);
-        }
-    }
-#pragma GCC unroll 16
-    for (int t = 0; t < NT; ++t) {
-        out0[t] = hsum_lo(acc[t]);
-        out1[t] = hsum_hi(acc[t]);
-    }
-}
-// Q6_K, paired (see "paired K-quant kernels" above): zmm_q6_K with 3
-// multiplies per 64 weights, row and token instead of 4, the same integers
-// per lane, so the same bits. As in dot_q6_K_paired, chunks (0, 1) and (2, 3)
-// of a half pair up, and in every 256-bit row half the low 128 bits take
-// scales (4p, 4p + 2) of the half and the high ones (4p + 1, 4p + 3).
-template <int NT>
-void zmm_q6_K_paired(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const uint8_t* a,
-                     size_t a_stride, const ActExtrasLayout& l, float* out0, float* out1) {
-    const auto* x0 = reinterpret_cast<const BlockQ6_K*>(w0);
-    const auto* x1 = reinterpret_cast<const BlockQ6_K*>(w1);
-    const uint8_t* row[NT];
-    __m512 acc[NT];
-#pragma GCC unroll 16
-    for (int t = 0; t < NT; ++t) {
-        row[t] = a + (size_t)t * a_stride;
-        acc[t] = _mm512_setzero_ps();
-    }
-    const __m512i low4 = _mm512_set1_epi8(0x0F);
-    const __m512i low2 = _mm512_set1_epi8(0x03);
-    const __m512i pair_mask[2] = {
-        _mm512_broadcast_i64x4(_mm256_set_m128i(word_pair_mask(1, 3), word_pair_mask(0, 2))),
-        _mm512_broadcast_i64x4(_mm256_set_m128i(word_pair_mask(5, 7), word_pair_mask(4, 6)))};
-    alignas(64) __m512i s[4];  // (half, pair p): the pair's scale vector
-    for (int64_t b = 0; b < n_in / QK_K; ++b) {
-        const __m512i sc16 = join256(
-            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x0[b].scales))),
-            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x1[b].scales))));
-        const __m512i sc_m32 = _mm512_sub_epi16(_mm512_setzero_si512(), _mm512_slli_epi16(sc16, 5));
-        const __m512i sc_half[2] = {_mm512_shuffle_i64x2(sc16, sc16, 0xA0),
-                                    _mm512_shuffle_i64x2(sc16, sc16, 0xF5)};
-        __m512i u[4], v[4];  // (half, pair p)
+        __m512i wa[Paired ? 4 : 8], wb[Paired ? 4 : 1];  // plain: the chunks; paired: U and V per (half, p)
 #pragma GCC unroll 2
         for (int half = 0; half < 2; ++half) {
             const __m512i l0 = join256(load256(x0[b].ql + 64 * half), load256(x1[b].ql + 64 * half));
@@ -1227,34 +1108,54 @@ void zmm_q6_K_paired(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const u
                                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 4), low2), 4));
             q[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l1, 4), low4),
                                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 6), low2), 4));
-            constexpr __mmask32 kOdd = 0xAAAAAAAAu;  // the odd int16 words
+            if constexpr (Paired) {
 #pragma GCC unroll 2
-            for (int p = 0; p < 2; ++p) {
-                const __m512i A = q[2 * p], B = q[2 * p + 1];
-                u[2 * half + p] = _mm512_mask_blend_epi16(kOdd, A, _mm512_slli_epi32(B, 16));
-                v[2 * half + p] = _mm512_mask_blend_epi16(kOdd, _mm512_srli_epi32(A, 16), B);
-                s[2 * half + p] = _mm512_shuffle_epi8(sc_half[half], pair_mask[p]);
+                for (int p = 0; p < 2; ++p) {
+                    wa[2 * half + p] = _mm512_mask_blend_epi16(kOdd, q[2 * p], _mm512_slli_epi32(q[2 * p + 1], 16));
+                    wb[2 * half + p] = _mm512_mask_blend_epi16(kOdd, _mm512_srli_epi32(q[2 * p], 16), q[2 * p + 1]);
+                    s[2 * half + p] = _mm512_shuffle_epi8(sc_half[half], pair_mask[p]);
+                }
+            } else {
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; ++k) {
+                    wa[4 * half + k] = q[k];
+                    s[4 * half + k] = _mm512_shuffle_epi8(
+                        sc_half[half],
+                        _mm512_broadcast_i64x4(_mm256_setr_epi64x(q6_mask(2 * k), q6_mask(2 * k),
+                                                                  q6_mask(2 * k + 1), q6_mask(2 * k + 1))));
+                }
             }
         }
         const __m512 dx = two_halves_f16(x0[b].d, x1[b].d);
         if constexpr (NT >= kPrefetchMinTokens) prefetch_next_pair<sizeof(BlockQ6_K)>(w0, w1, b);
-        const size_t p_off = l.p_offset + (size_t)b * QK_K;
+        // the token's quants: Q8_K's qs (plain) or the paired quants p
+        const size_t q_off = Paired ? l.p_offset + (size_t)b * QK_K
+                                    : (size_t)b * sizeof(BlockQ8_K) + offsetof(BlockQ8_K, qs);
         const size_t bs_off = (size_t)b * sizeof(BlockQ8_K) + offsetof(BlockQ8_K, bsums);
         const size_t d_off = (size_t)b * sizeof(BlockQ8_K) + offsetof(BlockQ8_K, d);
 #pragma GCC unroll 16
         for (int t = 0; t < NT; ++t) {
-            const uint8_t* pq = row[t] + p_off;
-            // two chains (the halves), as in zmm_q6_K
+            const uint8_t* yq = row[t] + q_off;
+            // two chains (the halves), as in zmm_q4_K_tile
             __m512i s0 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), bcast256(row[t] + bs_off), sc_m32);
             __m512i s1 = _mm512_setzero_si512();
+            if constexpr (Paired) {
 #pragma GCC unroll 2
-            for (int p = 0; p < 2; ++p) {
-                const __m512i pu0 = _mm512_maddubs_epi16(u[p], bcast256(pq + 64 * p));
-                const __m512i pv0 = _mm512_maddubs_epi16(v[p], bcast256(pq + 64 * p + 32));
-                s0 = _mm512_dpwssd_epi32(s0, _mm512_add_epi16(pu0, pv0), s[p]);
-                const __m512i pu1 = _mm512_maddubs_epi16(u[2 + p], bcast256(pq + 128 + 64 * p));
-                const __m512i pv1 = _mm512_maddubs_epi16(v[2 + p], bcast256(pq + 128 + 64 * p + 32));
-                s1 = _mm512_dpwssd_epi32(s1, _mm512_add_epi16(pu1, pv1), s[2 + p]);
+                for (int p = 0; p < 2; ++p) {
+                    const __m512i pu0 = _mm512_maddubs_epi16(wa[p], bcast256(yq + 64 * p));
+                    const __m512i pv0 = _mm512_maddubs_epi16(wb[p], bcast256(yq + 64 * p + 32));
+                    s0 = _mm512_dpwssd_epi32(s0, _mm512_add_epi16(pu0, pv0), s[p]);
+                    const __m512i pu1 = _mm512_maddubs_epi16(wa[2 + p], bcast256(yq + 128 + 64 * p));
+                    const __m512i pv1 = _mm512_maddubs_epi16(wb[2 + p], bcast256(yq + 128 + 64 * p + 32));
+                    s1 = _mm512_dpwssd_epi32(s1, _mm512_add_epi16(pu1, pv1), s[2 + p]);
+                }
+            } else {
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; ++k) {
+                    s0 = _mm512_dpwssd_epi32(s0, _mm512_maddubs_epi16(wa[k], bcast256(yq + 32 * k)), s[k]);
+                    s1 = _mm512_dpwssd_epi32(s1, _mm512_maddubs_epi16(wa[4 + k], bcast256(yq + 128 + 32 * k)),
+                                             s[4 + k]);
+                }
             }
             const __m512i sumi = _mm512_add_epi32(s0, s1);
             float yd;
@@ -1371,7 +1272,7 @@ template <int NT> struct Z2Q5_1 {
 template <int NT> struct Z2Q4_K {
     static constexpr int kGroup = 16;
     static constexpr TensorType kType = TensorType::Q4_K;
-    static constexpr auto run = NT >= 8 ? zmm_q4_K_paired<NT> : zmm_q4_K<NT>;
+    static constexpr auto run = zmm_q4_K_tile<NT, (NT >= 8)>;
 };
 template <int NT> struct Z2Q6_K {
     static constexpr int kGroup = 16;
@@ -1379,7 +1280,7 @@ template <int NT> struct Z2Q6_K {
     // Paired from 8 tokens up, as Q4_K. Microbenchmark (same machine, qwen
     // 1.5B shapes with the 151936-row LM head), paired / plain: 16 and 64
     // tokens 0.82-0.96.
-    static constexpr auto run = NT >= 8 ? zmm_q6_K_paired<NT> : zmm_q6_K<NT>;
+    static constexpr auto run = zmm_q6_K_tile<NT, (NT >= 8)>;
 };
 
 #endif  // SPECDEC_VEC_DOT_VNNI
