@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing (libFuzzer with ASan + UBSan) of the server's request
-# parser, the chat template, the GGUF reader and the tokenizer; docs/fuzzing.md.
+# parser, the chat template, the GGUF reader, the tokenizer and SSD's wire
+# schema; docs/fuzzing.md.
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
 #
 # SECONDS_PER_TARGET defaults to $FUZZ_SECONDS, else 30; TARGET is any of
-# parse_request chat_template gguf tokenizer (default: all, one after another).
+# parse_request chat_template gguf tokenizer ssd_wire (default: all, one after another).
 # Builds build/fuzz (clang, -DSPECDEC_FUZZ=ON; $FUZZ_BUILD_DIR overrides), then
 # runs each target on its corpus build/fuzz/corpus-<target>/, which starts as
 # a copy of tests/fuzz/corpus/<target>/ and keeps what libFuzzer adds (the
@@ -18,7 +19,7 @@ cd "$(dirname "$0")/.."
 
 secs=${1:-${FUZZ_SECONDS:-30}}
 shift || true
-if [ $# -gt 0 ]; then targets=("$@"); else targets=(parse_request chat_template gguf tokenizer); fi
+if [ $# -gt 0 ]; then targets=("$@"); else targets=(parse_request chat_template gguf tokenizer ssd_wire); fi
 build=${FUZZ_BUILD_DIR:-build/fuzz}
 jobs=${FUZZ_JOBS:-$(nproc)}
 
