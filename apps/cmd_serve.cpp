@@ -33,6 +33,8 @@
 #include "sample/sampler.h"
 #include "sched/spec_config.h"
 #include "sched/ssd_config.h"
+#include "transport/zmq_address.h"
+#include "transport/zmq_draft_link.h"
 #include "specdec/engine.h"
 #include "server/batch_scheduler.h"
 #include "server/chat_page.h"
@@ -436,6 +438,18 @@ int cmd_serve(int argc, char** argv) {
     sched::SsdConfig& ssd = sopts.ssd;
     SsdCliOptions ssd_cli;
     ssd_cli.add_to(app, ssd, "ssd: speculation length K (a request's draft_k overrides it)");
+    std::string ssd_draft;
+    bool allow_remote = false;
+    app.add_option("--ssd-draft", ssd_draft,
+                   "ssd: the draft side is `specdec draft-serve` at this address (tcp://127.0.0.1:PORT or "
+                   "ipc://PATH) instead of a thread over -d's model; -d may still draft chain and tree");
+    app.add_option("--ssd-timeout-ms", ssd.link_timeout_ms,
+                   "ssd with --ssd-draft: wait this long for a round's reply (plus a prefill allowance in rounds "
+                   "that begin sequences) before drafting the round locally")
+        ->check(CLI::Range(1, 600000));
+    app.add_flag("--allow-remote", allow_remote,
+                 "ssd with --ssd-draft: allow an address other than loopback or ipc (the link is not "
+                 "authenticated or encrypted)");
     app.add_option("--host", host, "address to bind (default loopback)");
     app.add_option("--port", port, "port (0: pick a free one and print it)")->check(CLI::Range(0, 65535));
     app.add_option("--api-key", api_key, "require 'Authorization: Bearer KEY' (default: $SPECDEC_API_KEY)");
@@ -498,9 +512,22 @@ int cmd_serve(int argc, char** argv) {
     const bool head = !eagle3.empty();
     SPECDEC_CHECK(!head || (draft.empty() && !self_spec),
                   "give either --eagle3 HEAD or -d DRAFT / --draft-layers L, not both");
-    SPECDEC_CHECK(!head || method != "ssd", "--method ssd drafts with a draft model (-d DRAFT), not an EAGLE-3 head");
+    SPECDEC_CHECK(!head || method != "ssd" || !ssd_draft.empty(),
+                  "--method ssd drafts with a draft model (-d DRAFT or --ssd-draft ADDR), not an EAGLE-3 head");
     const auto needs_draft = [](const std::string& m) { return method_needs_draft(sched::parse_method(m)); };
-    SPECDEC_CHECK(!needs_draft(method) || !draft.empty() || self_spec || head, "--method ", method,
+    const bool remote_ssd = !ssd_draft.empty();
+    if (remote_ssd) {
+        transport::check_endpoint(ssd_draft, allow_remote, "--ssd-draft");
+        ssd.remote_draft = ssd_draft;
+        transport::ZmqDraftLinkOptions lo;
+        lo.addr = ssd_draft;
+        lo.allow_remote = allow_remote;
+        sopts.ssd_remote = [lo](const sched::DraftSideSpec& spec) {
+            return std::make_unique<transport::ZmqDraftLink>(lo, spec);
+        };
+    }
+    SPECDEC_CHECK(!needs_draft(method) || !draft.empty() || self_spec || head || (remote_ssd && method == "ssd"),
+                  "--method ", method,
                   " needs a draft model (-d DRAFT), a self-speculation depth (--draft-layers L)",
                   method == "ssd" ? "" : " or an EAGLE-3 head (--eagle3 HEAD)");
 
@@ -529,7 +556,7 @@ int cmd_serve(int argc, char** argv) {
     }
     spec.method = sched::parse_method(method);
     // The SSD draft side has threads of its own: by default the target takes the rest.
-    if (method == "ssd" && eopts.threads == 0)
+    if (method == "ssd" && !remote_ssd && eopts.threads == 0)
         eopts.threads = std::max(1, (int)std::thread::hardware_concurrency() - ssd.draft_threads);
     eopts.draft = draft;
     eopts.draft_layers = draft_layers;
@@ -550,7 +577,8 @@ int cmd_serve(int argc, char** argv) {
     if (!model.empty() && model != info.model_id) info.model_aliases.push_back(model);
     info.n_ctx = engine->n_ctx();
     info.available_methods = {"ar", "auto", "ngram"};
-    if (draft_engine) info.available_methods.insert(info.available_methods.end(), {"chain", "tree", "ssd"});
+    if (draft_engine) info.available_methods.insert(info.available_methods.end(), {"chain", "tree"});
+    if (draft_engine || remote_ssd) info.available_methods.push_back("ssd");
     // A head drafts chains and trees (and auto's chains) inside the batch;
     // SSD's draft side runs a draft model only.
     if (head) info.available_methods.insert(info.available_methods.end(), {"chain", "tree"});

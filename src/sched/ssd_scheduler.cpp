@@ -95,6 +95,27 @@ ProposerBundle make_ssd_proposer(const SsdConfig& cfg, runtime::Engine& target, 
     return b;
 }
 
+ProposerBundle make_remote_ssd_proposer(const SsdConfig& cfg, runtime::Engine& target, const DraftSideFactory& remote,
+                                        int n_batch, const sample::SamplingParams& params) {
+    cfg.validate();
+    SPECDEC_CHECK(n_batch >= 1 && remote, "SSD: a remote draft side and a batch of at least one sequence");
+    DraftSideSpec spec;
+    spec.cfg = cfg;
+    spec.params = params;
+    spec.target_n_vocab = target.config().n_vocab;
+    spec.target_n_ctx = target.n_ctx();
+    spec.n_batch = n_batch;
+    spec.branch_slots = cfg.fanout_budget;
+    DraftWorkerOptions wo;
+    wo.cfg = cfg;
+    wo.params = params;
+    wo.target_n_vocab = spec.target_n_vocab;
+    wo.n_batch = n_batch;
+    ProposerBundle b;
+    b.proposer = std::make_unique<SsdProposer>(remote(spec), wo, n_batch);
+    return b;
+}
+
 namespace {
 DraftContext draft_context(runtime::Engine& draft, const spec::VocabSubset* subset) {
     return DraftContext{&draft.model(), &draft.cache(), draft.options().prefill_chunk, subset};

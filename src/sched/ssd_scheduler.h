@@ -67,6 +67,11 @@ private:
 ProposerBundle make_ssd_proposer(const SsdConfig& cfg, runtime::Engine& target, runtime::Engine& draft, int n_batch,
                                  const sample::SamplingParams& params);
 
+// The same with the draft side made by `remote` (another process or host):
+// its Hello asks for n_batch sequences with their branch slots.
+ProposerBundle make_remote_ssd_proposer(const SsdConfig& cfg, runtime::Engine& target, const DraftSideFactory& remote,
+                                        int n_batch, const sample::SamplingParams& params);
+
 // Engine-level SSD generation with generate_ar's request, stop rules and
 // result. The draft engine's cache must hold as many sequences as the batch
 // and at least the target's context.

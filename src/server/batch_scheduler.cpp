@@ -269,10 +269,14 @@ const sched::SlotSpec& BatchScheduler::method_spec(sched::Method m, int draft_k)
     if (uses_k) cfg.draft_k = k;
     MethodEntry e;
     if (ssd) {
-        SPECDEC_CHECK(draft_, "ssd needs a draft model");  // parse_request refuses it before
         sched::SsdConfig sc = opts_.ssd;
         sc.k = k;
-        e.bundle = sched::make_ssd_proposer(sc, engine_, *draft_, opts_.max_batch, draft_params());
+        if (opts_.ssd_remote) {
+            e.bundle = sched::make_remote_ssd_proposer(sc, engine_, opts_.ssd_remote, opts_.max_batch, draft_params());
+        } else {
+            SPECDEC_CHECK(draft_, "ssd needs a draft model");  // parse_request refuses it before
+            e.bundle = sched::make_ssd_proposer(sc, engine_, *draft_, opts_.max_batch, draft_params());
+        }
     } else {
         e.bundle = sched::make_proposer(cfg, engine_, draft_, draft_params());
     }

@@ -46,6 +46,7 @@
 #include "sched/spec_config.h"
 #include "sched/ssd_config.h"
 #include "sched/ssd_messages.h"
+#include "sched/ssd_scheduler.h"
 #include "sched/sync_scheduler.h"
 #include "server/metrics.h"
 #include "server/openai_protocol.h"
@@ -104,6 +105,9 @@ struct SchedulerOptions {
     // for ssd (a job's draft_k overrides K). Its draft side has a cache of its
     // own (max_batch * (1 + fanout_budget) sequences), made at the first ssd job.
     sched::SsdConfig ssd;
+    // Set: ssd's draft side is this remote one (`serve --ssd-draft`, a
+    // `specdec draft-serve`), not a thread over the draft engine.
+    sched::DraftSideFactory ssd_remote;
     // A job still waiting or running this many seconds after it arrived fails
     // with 504 (checked between rounds); 0: no limit.
     double request_timeout_s = 0;

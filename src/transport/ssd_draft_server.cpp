@@ -89,6 +89,8 @@ std::vector<uint8_t> DraftServer::hello(const std::string& peer, uint64_t id, st
     wo.cfg.draft_threads = opts_.threads;  // the server's cores, not the target's idea of them
     wo.params = spec.params;
     wo.target_n_vocab = spec.target_n_vocab;
+    // A fixed slot layout: a target's batch (a server's) may begin sequences while others run.
+    wo.n_batch = spec.n_batch;
     sched::DraftContext ctx{&draft_.model(), s->cache.get(), draft_.options().prefill_chunk, nullptr};
     s->worker = std::make_unique<sched::DraftWorker>(ctx, wo);
     session_ = std::move(s);

@@ -285,3 +285,48 @@ def test_bench_ssd_with_a_remote_draft(servers, addr, tmp_path):
         args = [str(SPECDEC_BIN), "bench", "-m", m, "-d", m, "--method", "ssd", *extra, "-o", str(tmp_path / "x")]
         r = subprocess.run(args, capture_output=True, text=True, timeout=60)
         assert r.returncode != 0 and words in r.stderr, r.stderr
+
+
+def test_serve_with_a_remote_draft(servers, addr):
+    """`specdec serve --ssd-draft ADDR`: ssd requests in the continuous batch
+    draft on the draft server (no -d at all), greedy output equals AR, and
+    the server's /metrics count cache hits; the server killed mid-run only
+    makes the target draft locally, with the same output."""
+    import urllib.request
+    ds = serve(servers, addr)
+    m = str(model_path(MODEL))
+    port = free_port()
+    proc = subprocess.Popen([str(SPECDEC_BIN), "serve", "-m", m, "--host", "127.0.0.1", "--port", str(port),
+                             "--ctx", "512", "--threads", "2", "--max-batch", "2", "--method", "ssd",
+                             "--ssd-draft", addr, "--ssd-timeout-ms", HEALTHY_TIMEOUT_MS],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+
+    def post(n: int) -> dict:
+        body = json.dumps({"prompt": PROMPT, "max_tokens": n, "temperature": 0, "ignore_eos": True}).encode()
+        req = urllib.request.Request(base + "/v1/completions", data=body, headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return json.loads(r.read())
+
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(base + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "serve did not come up"
+                time.sleep(0.2)
+        ar = subprocess.run(generate_args(24, "--method", "ar"), capture_output=True, text=True, timeout=120)
+        ref = json.loads(ar.stdout)["text"]
+        assert post(24)["choices"][0]["text"] == ref
+        with urllib.request.urlopen(base + "/metrics", timeout=5) as r:
+            metrics = r.read().decode()
+        hits = [float(l.split()[-1]) for l in metrics.splitlines() if l.startswith("specdec_ssd_cache_hits_total")]
+        assert hits and hits[0] > 0, metrics
+        ds.signal(signal.SIGKILL)
+        assert post(24)["choices"][0]["text"] == ref
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
