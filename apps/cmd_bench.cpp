@@ -15,12 +15,11 @@
 #include "bench/prompt_set.h"
 #include "bench/sys_info.h"
 #include "cli_commands.h"
+#include "ssd_cli_options.h"
 #include "core/error.h"
 #include "runtime/draft_source.h"
 #include "runtime/model_locator.h"
 #include "sched/ssd_config.h"
-#include "transport/zmq_address.h"
-#include "transport/zmq_draft_link.h"
 
 namespace specdec::cli {
 
@@ -62,11 +61,10 @@ int cmd_bench(int argc, char** argv) {
     app.add_option("--backup", o.ssd_backup, "ssd: backup on a cache miss")
         ->check(CLI::IsMember({"auto", "jit", "ngram", "random"}));
     bool allow_remote = false;
-    app.add_option("--ssd-draft", o.ssd_remote_addr,
-                   "ssd: draft on `specdec draft-serve` at this address (tcp://127.0.0.1:PORT or ipc://PATH) "
-                   "instead of a thread beside the target (batch 1; the target keeps the thread split)");
-    app.add_flag("--allow-remote", allow_remote,
-                 "ssd with --ssd-draft: allow an address other than loopback or ipc (not authenticated or encrypted)");
+    add_remote_draft_options(app, o.ssd_remote_addr, allow_remote, nullptr,
+                             "ssd: draft on `specdec draft-serve` at this address (tcp://127.0.0.1:PORT or "
+                             "ipc://PATH) instead of a thread beside the target (batch 1; the target keeps the thread "
+                             "split)");
     app.add_option("--ssd-draft-threads", o.draft_threads,
                    "ssd: threads of the draft side, taken from each thread count (the target keeps the rest)")
         ->check(CLI::Range(1, 1024));
@@ -186,14 +184,8 @@ int cmd_bench(int argc, char** argv) {
     o.draft_k = parse_int_list(ks, "--draft-k");
     o.batch = parse_int_list(batches, "--batch");
     if (!o.ssd_remote_addr.empty()) {
-        transport::check_endpoint(o.ssd_remote_addr, allow_remote, "--ssd-draft");
+        o.ssd_remote = remote_draft_link(o.ssd_remote_addr, allow_remote);
         SPECDEC_CHECK(o.batch == std::vector<int>{1}, "--ssd-draft runs batch 1 only");
-        transport::ZmqDraftLinkOptions lo;
-        lo.addr = o.ssd_remote_addr;
-        lo.allow_remote = allow_remote;
-        o.ssd_remote = [lo](const sched::DraftSideSpec& spec) {
-            return std::make_unique<transport::ZmqDraftLink>(lo, spec);
-        };
     }
     o.lookup_min = parse_int_list(lookups, "--lookup-min");
     if (!gains.empty()) o.auto_min_gain = parse_double_list(gains, "--auto-min-gain");

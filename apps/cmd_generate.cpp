@@ -100,16 +100,9 @@ int cmd_generate(int argc, char** argv) {
         ->check(CLI::Range(0, 256));
     std::string ssd_draft;
     bool allow_remote = false;
-    app.add_option("--ssd-draft", ssd_draft,
-                   "ssd: the draft side is `specdec draft-serve` at this address (tcp://127.0.0.1:PORT or "
-                   "ipc://PATH) instead of a thread here; no -d needed");
-    app.add_option("--ssd-timeout-ms", ssd.link_timeout_ms,
-                   "ssd with --ssd-draft: wait this long for a round's reply (plus a prefill allowance in rounds "
-                   "that begin sequences) before drafting the round locally")
-        ->check(CLI::Range(1, 600000));
-    app.add_flag("--allow-remote", allow_remote,
-                 "ssd with --ssd-draft: allow an address other than loopback or ipc (the link is not "
-                 "authenticated or encrypted)");
+    add_remote_draft_options(app, ssd_draft, allow_remote, &ssd.link_timeout_ms,
+                             "ssd: the draft side is `specdec draft-serve` at this address (tcp://127.0.0.1:PORT or "
+                             "ipc://PATH) instead of a thread here; no -d needed");
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

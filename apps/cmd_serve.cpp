@@ -33,8 +33,6 @@
 #include "sample/sampler.h"
 #include "sched/spec_config.h"
 #include "sched/ssd_config.h"
-#include "transport/zmq_address.h"
-#include "transport/zmq_draft_link.h"
 #include "specdec/engine.h"
 #include "server/batch_scheduler.h"
 #include "server/chat_page.h"
@@ -440,16 +438,9 @@ int cmd_serve(int argc, char** argv) {
     ssd_cli.add_to(app, ssd, "ssd: speculation length K (a request's draft_k overrides it)");
     std::string ssd_draft;
     bool allow_remote = false;
-    app.add_option("--ssd-draft", ssd_draft,
-                   "ssd: the draft side is `specdec draft-serve` at this address (tcp://127.0.0.1:PORT or "
-                   "ipc://PATH) instead of a thread over -d's model; -d may still draft chain and tree");
-    app.add_option("--ssd-timeout-ms", ssd.link_timeout_ms,
-                   "ssd with --ssd-draft: wait this long for a round's reply (plus a prefill allowance in rounds "
-                   "that begin sequences) before drafting the round locally")
-        ->check(CLI::Range(1, 600000));
-    app.add_flag("--allow-remote", allow_remote,
-                 "ssd with --ssd-draft: allow an address other than loopback or ipc (the link is not "
-                 "authenticated or encrypted)");
+    add_remote_draft_options(app, ssd_draft, allow_remote, &ssd.link_timeout_ms,
+                             "ssd: the draft side is `specdec draft-serve` at this address (tcp://127.0.0.1:PORT or "
+                             "ipc://PATH) instead of a thread over -d's model; -d may still draft chain and tree");
     app.add_option("--host", host, "address to bind (default loopback)");
     app.add_option("--port", port, "port (0: pick a free one and print it)")->check(CLI::Range(0, 65535));
     app.add_option("--api-key", api_key, "require 'Authorization: Bearer KEY' (default: $SPECDEC_API_KEY)");
@@ -517,14 +508,8 @@ int cmd_serve(int argc, char** argv) {
     const auto needs_draft = [](const std::string& m) { return method_needs_draft(sched::parse_method(m)); };
     const bool remote_ssd = !ssd_draft.empty();
     if (remote_ssd) {
-        transport::check_endpoint(ssd_draft, allow_remote, "--ssd-draft");
         ssd.remote_draft = ssd_draft;
-        transport::ZmqDraftLinkOptions lo;
-        lo.addr = ssd_draft;
-        lo.allow_remote = allow_remote;
-        sopts.ssd_remote = [lo](const sched::DraftSideSpec& spec) {
-            return std::make_unique<transport::ZmqDraftLink>(lo, spec);
-        };
+        sopts.ssd_remote = remote_draft_link(ssd_draft, allow_remote);
     }
     SPECDEC_CHECK(!needs_draft(method) || !draft.empty() || self_spec || head || (remote_ssd && method == "ssd"),
                   "--method ", method,

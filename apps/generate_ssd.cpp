@@ -7,7 +7,7 @@
 #include "model/layer_list.h"
 #include "runtime/engine.h"
 #include "sched/ssd_scheduler.h"
-#include "transport/zmq_draft_link.h"
+#include "ssd_cli_options.h"
 
 namespace specdec::cli {
 
@@ -38,12 +38,7 @@ SsdGenerateOutput generate_ssd(const SsdGenerateOptions& opts, const GenerateReq
     SsdGenerateOutput out;
     Result& r = out.result;
     if (remote) {
-        transport::ZmqDraftLinkOptions lo;
-        lo.addr = ssd.remote_draft;
-        lo.allow_remote = opts.allow_remote;
-        const sched::DraftSideFactory link = [&lo](const sched::DraftSideSpec& spec) {
-            return std::make_unique<transport::ZmqDraftLink>(lo, spec);
-        };
+        const sched::DraftSideFactory link = remote_draft_link(ssd.remote_draft, opts.allow_remote);
         static_cast<GenerateResult&>(r) = sched::generate_ssd_remote(engine, link, req, ssd, &sst, on_text);
         r.draft_model = ssd.remote_draft;
     } else {

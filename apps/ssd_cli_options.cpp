@@ -1,5 +1,8 @@
 #include "ssd_cli_options.h"
 
+#include "transport/zmq_address.h"
+#include "transport/zmq_draft_link.h"
+
 namespace specdec::cli {
 
 void SsdCliOptions::add_to(CLI::App& app, sched::SsdConfig& ssd, const std::string& k_help) {
@@ -28,6 +31,27 @@ void SsdCliOptions::apply(sched::SsdConfig& ssd) const {
     ssd.fanout = sched::parse_fanout(fanout_);
     ssd.backup = sched::parse_backup(backup_);
     ssd.interrupt = !no_interrupt_;
+}
+
+void add_remote_draft_options(CLI::App& app, std::string& addr, bool& allow_remote, int* timeout_ms,
+                              const std::string& addr_help) {
+    app.add_option("--ssd-draft", addr, addr_help);
+    if (timeout_ms)
+        app.add_option("--ssd-timeout-ms", *timeout_ms,
+                       "ssd with --ssd-draft: wait this long for a round's reply (plus a prefill allowance in rounds "
+                       "that begin sequences) before drafting the round locally")
+            ->check(CLI::Range(1, 600000));
+    app.add_flag("--allow-remote", allow_remote,
+                 "ssd with --ssd-draft: allow an address other than loopback or ipc (the link is not "
+                 "authenticated or encrypted)");
+}
+
+sched::DraftSideFactory remote_draft_link(const std::string& addr, bool allow_remote) {
+    transport::check_endpoint(addr, allow_remote, "--ssd-draft");
+    transport::ZmqDraftLinkOptions lo;
+    lo.addr = addr;
+    lo.allow_remote = allow_remote;
+    return [lo](const sched::DraftSideSpec& spec) { return std::make_unique<transport::ZmqDraftLink>(lo, spec); };
 }
 
 }  // namespace specdec::cli

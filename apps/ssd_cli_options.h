@@ -6,6 +6,7 @@
 #include <string>
 
 #include "sched/ssd_config.h"
+#include "sched/ssd_scheduler.h"
 
 namespace specdec::cli {
 
@@ -20,5 +21,15 @@ private:
     std::string fanout_ = "geometric", backup_ = "auto";
     bool no_interrupt_ = false;
 };
+
+// --ssd-draft ADDR, --ssd-timeout-ms (when `timeout_ms` is given) and
+// --allow-remote: SSD's draft side on a `specdec draft-serve` (generate,
+// serve and bench take them alike).
+void add_remote_draft_options(CLI::App& app, std::string& addr, bool& allow_remote, int* timeout_ms,
+                              const std::string& addr_help);
+
+// The link to the draft server at `addr`, after the loopback rule (an address
+// other than loopback or ipc needs allow_remote; throws otherwise).
+sched::DraftSideFactory remote_draft_link(const std::string& addr, bool allow_remote);
 
 }  // namespace specdec::cli
