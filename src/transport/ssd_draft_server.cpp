@@ -1,29 +1,19 @@
 #include "transport/ssd_draft_server.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <thread>
-#include <zmq.hpp>
 
 #include "core/error.h"
 #include "kv/kv_cache.h"
 #include "sched/ssd_draft_worker.h"
+#include "transport/message_socket.h"
 #include "transport/ssd_wire.h"
 #include "transport/zmq_address.h"
 
 namespace specdec::transport {
-
-struct DraftServer::Zmq {
-    zmq::context_t ctx{1};
-    zmq::socket_t sock{ctx, zmq::socket_type::router};
-    // The socket's connection events (accepted, closed), for the log: a
-    // ROUTER hides connections from its messages.
-    zmq::socket_t events{ctx, zmq::socket_type::pair};
-};
 
 // One target's session: its spec, the draft cache sized for it and the worker.
 struct DraftServer::Session {
@@ -49,22 +39,12 @@ std::string peer_name(const std::string& id) {
 }  // namespace
 
 DraftServer::DraftServer(runtime::Engine& draft, const DraftServerOptions& opts)
-    : draft_(draft), opts_(opts), z_(std::make_unique<Zmq>()) {
+    : draft_(draft), opts_(opts) {
     check_endpoint(opts_.listen, opts_.allow_remote, "draft-serve");
     SPECDEC_CHECK(opts_.threads >= 1, "draft-serve: threads must be >= 1");
     SPECDEC_CHECK(opts_.fault.empty() || opts_.fault == "garbage" || opts_.fault == "slow",
                   "draft-serve: unknown fault '", opts_.fault, "' (garbage or slow)");
-    z_->sock.set(zmq::sockopt::linger, 0);
-    try {
-        z_->sock.bind(opts_.listen);
-    } catch (const zmq::error_t& e) {
-        throw Error("draft-serve: cannot listen on " + opts_.listen + ": " + e.what());
-    }
-    const std::string mon = "inproc://draft-serve-events";
-    if (zmq_socket_monitor(z_->sock.handle(), mon.c_str(), ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) == 0) {
-        z_->events.set(zmq::sockopt::linger, 0);
-        z_->events.connect(mon);
-    }
+    sock_ = bind_server(opts_.listen, "draft-serve");
 }
 
 DraftServer::~DraftServer() = default;
@@ -165,48 +145,18 @@ std::vector<uint8_t> DraftServer::handle(const std::string& peer, std::span<cons
 void DraftServer::serve(const std::atomic<bool>& stop) {
     log("serving " + std::filesystem::path(draft_.options().model_path).filename().string() + " on " + opts_.listen +
         " (" + std::to_string(opts_.threads) + " thread" + (opts_.threads == 1 ? "" : "s") + ")");
-    zmq::socket_t& s = z_->sock;
     while (!stop.load()) {
-        zmq::pollitem_t items[2] = {{s.handle(), 0, ZMQ_POLLIN, 0}, {z_->events.handle(), 0, ZMQ_POLLIN, 0}};
-        try {
-            zmq::poll(items, 2, std::chrono::milliseconds(100));
-        } catch (const zmq::error_t& e) {
-            if (e.num() == EINTR) continue;  // SIGINT/SIGTERM: the loop looks at `stop`
-            throw;
+        const ServerEvent ev = sock_->poll(0.1);
+        if (ev.kind == ServerEvent::Kind::Accepted || ev.kind == ServerEvent::Kind::Closed) {
+            log(std::string(ev.kind == ServerEvent::Kind::Accepted ? "connection accepted on " : "connection closed on ") +
+                ev.where);
+            continue;
         }
-        if (items[1].revents & ZMQ_POLLIN) {
-            // A monitor event: 6 bytes (u16 event, u32 value), then the endpoint.
-            zmq::message_t ev, where;
-            if (z_->events.recv(ev, zmq::recv_flags::dontwait) && ev.more() &&
-                z_->events.recv(where, zmq::recv_flags::none) && ev.size() >= 2) {
-                uint16_t event = 0;
-                std::memcpy(&event, ev.data(), 2);
-                log(std::string(event == ZMQ_EVENT_ACCEPTED ? "connection accepted on " : "connection closed on ") +
-                    where.to_string());
-            }
-        }
-        if (!(items[0].revents & ZMQ_POLLIN)) continue;
-        // A ROUTER message: the peer's routing id, then the frame.
-        zmq::message_t id, body;
-        if (!s.recv(id, zmq::recv_flags::dontwait)) continue;
-        if (!id.more()) continue;
-        (void)s.recv(body, zmq::recv_flags::none);
-        while (body.more()) {  // a well-behaved target sends one frame; drop any extra
-            zmq::message_t extra;
-            (void)s.recv(extra, zmq::recv_flags::none);
-            if (!extra.more()) break;
-        }
-        const std::string peer(static_cast<const char*>(id.data()), id.size());
-        const std::vector<uint8_t> out =
-            handle(peer, std::span<const uint8_t>(static_cast<const uint8_t*>(body.data()), body.size()));
+        if (ev.kind != ServerEvent::Kind::Message) continue;
+        const std::vector<uint8_t> out = handle(ev.peer, ev.body);
         if (out.empty()) continue;
-        try {
-            // Non-blocking: a target that went away must not stall the server.
-            (void)s.send(zmq::buffer(peer), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-            (void)s.send(zmq::buffer(out), zmq::send_flags::dontwait);
-        } catch (const zmq::error_t& e) {
-            log(std::string("reply not sent: ") + e.what());
-        }
+        std::string error;
+        if (!sock_->send(ev.peer, out, error)) log("reply not sent: " + error);
     }
     log("stopping");
 }

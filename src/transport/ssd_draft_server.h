@@ -21,6 +21,7 @@
 
 #include "runtime/engine.h"
 #include "sched/ssd_draft_side.h"
+#include "transport/message_socket.h"
 
 namespace specdec::transport {
 
@@ -48,7 +49,6 @@ public:
     void serve(const std::atomic<bool>& stop);
 
 private:
-    struct Zmq;
     struct Session;
     // The frames to answer `bytes` with (empty: no answer).
     std::vector<uint8_t> handle(const std::string& peer, std::span<const uint8_t> bytes);
@@ -57,7 +57,7 @@ private:
 
     runtime::Engine& draft_;
     DraftServerOptions opts_;
-    std::unique_ptr<Zmq> z_;
+    std::unique_ptr<ServerSocket> sock_;  // a ZeroMQ ROUTER (message_socket.h)
     std::unique_ptr<Session> session_;
     long replies_ = 0;
 };

@@ -1,41 +1,24 @@
 #include "transport/zmq_draft_link.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <zmq.hpp>
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "transport/message_socket.h"
 #include "transport/ssd_wire.h"
 #include "transport/zmq_address.h"
 
 namespace specdec::transport {
 
-struct ZmqDraftLink::Zmq {
-    zmq::context_t ctx{1};
-    zmq::socket_t sock{ctx, zmq::socket_type::dealer};
-};
-
 ZmqDraftLink::ZmqDraftLink(const ZmqDraftLinkOptions& opts, const sched::DraftSideSpec& spec)
-    : opts_(opts), spec_(spec), z_(std::make_unique<Zmq>()) {
+    : opts_(opts), spec_(spec) {
     check_endpoint(opts_.addr, opts_.allow_remote, "--ssd-draft");
-    zmq::socket_t& s = z_->sock;
-    s.set(zmq::sockopt::linger, 0);           // closing never waits for a dead server
-    s.set(zmq::sockopt::immediate, 1);        // no queueing towards a server that is not there
-    s.set(zmq::sockopt::reconnect_ivl, 100);  // a restarted server is found within ~0.1 s
-    s.set(zmq::sockopt::reconnect_ivl_max, 1000);
-    try {
-        s.connect(opts_.addr);
-    } catch (const zmq::error_t& e) {
-        throw Error("--ssd-draft " + opts_.addr + ": " + e.what());
-    }
+    sock_ = connect_client(opts_.addr, "--ssd-draft");
     // connect is asynchronous: give the connection a moment so that the
     // first rounds do not fall back only because it was still being set up.
-    zmq::pollitem_t item{s.handle(), 0, ZMQ_POLLOUT, 0};
-    zmq::poll(&item, 1, std::chrono::milliseconds((long)(opts_.connect_wait_s * 1000)));
-    if (!(item.revents & ZMQ_POLLOUT))
+    if (!sock_->wait_connected(opts_.connect_wait_s))
         note("no draft server at " + opts_.addr + " yet; drafting locally until one answers");
 }
 
@@ -47,14 +30,7 @@ void ZmqDraftLink::note(const std::string& what) {
     std::fprintf(stderr, "ssd draft link: %s\n", what.c_str());
 }
 
-bool ZmqDraftLink::send_frame(const std::vector<uint8_t>& frame) {
-    try {
-        const auto sent = z_->sock.send(zmq::buffer(frame), zmq::send_flags::dontwait);
-        return sent.has_value();  // empty: EAGAIN, no connected server
-    } catch (const zmq::error_t&) {
-        return false;
-    }
-}
+bool ZmqDraftLink::send_frame(const std::vector<uint8_t>& frame) { return sock_->send(frame); }
 
 void ZmqDraftLink::restart() {
     need_hello_ = true;
@@ -91,7 +67,6 @@ std::optional<sched::FromDraft> ZmqDraftLink::receive(double timeout_s) {
         return std::nullopt;
     }
     const double deadline = now_s() + (timeout_s > 0 ? timeout_s : 1e9);
-    zmq::socket_t& s = z_->sock;
     for (;;) {
         const double left = deadline - now_s();
         if (left <= 0) {
@@ -100,17 +75,9 @@ std::optional<sched::FromDraft> ZmqDraftLink::receive(double timeout_s) {
                  " ms; drafting locally");
             return std::nullopt;
         }
-        zmq::pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
-        try {
-            zmq::poll(&item, 1, std::chrono::milliseconds(std::max(1L, (long)std::ceil(left * 1000))));
-        } catch (const zmq::error_t& e) {
-            if (e.num() == EINTR) continue;  // a signal: wait on until the deadline
-            throw;
-        }
-        if (!(item.revents & ZMQ_POLLIN)) continue;
-        zmq::message_t msg;
-        if (!s.recv(msg, zmq::recv_flags::dontwait)) continue;
-        const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(msg.data()), msg.size());
+        const std::optional<std::vector<uint8_t>> msg = sock_->receive(left);
+        if (!msg) continue;
+        const std::span<const uint8_t> bytes(*msg);
         try {
             const WireFrame f = parse_frame(bytes);
             switch (f.kind) {

@@ -11,7 +11,8 @@
 // DEALER can give up on a reply, send again, and drop the late reply when it
 // comes (each reply carries its request's id).
 //
-// Never blocks the target: sends are non-blocking with ZMQ_IMMEDIATE (a
+// The socket is message_socket.h's ClientSocket (libzmq is loaded only when
+// one is opened). Never blocks the target: sends are non-blocking with ZMQ_IMMEDIATE (a
 // message to a server that is not connected fails at once instead of
 // queueing), ZMQ_LINGER is 0 (closing never waits for a dead peer), and
 // receive waits at most its timeout. Each session starts with a Hello
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "sched/ssd_draft_side.h"
+#include "transport/message_socket.h"
 
 namespace specdec::transport {
 
@@ -52,13 +54,12 @@ public:
     int late_replies() const { return late_; }  // replies to requests already given up on, dropped
 
 private:
-    struct Zmq;  // the context and socket (zmq.hpp stays out of this header)
     bool send_frame(const std::vector<uint8_t>& frame);
     void note(const std::string& what);
 
     ZmqDraftLinkOptions opts_;
     sched::DraftSideSpec spec_;
-    std::unique_ptr<Zmq> z_;
+    std::unique_ptr<ClientSocket> sock_;  // a ZeroMQ DEALER (message_socket.h)
     uint64_t next_id_ = 0;
     uint64_t hello_id_ = 0;     // this session's Hello
     uint64_t awaited_id_ = 0;   // the Outcomes message whose reply receive waits for
