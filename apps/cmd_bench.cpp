@@ -51,7 +51,7 @@ int cmd_bench(int argc, char** argv) {
                    "auto: predicted gain over AR a draft must reach (comma-separated: one auto configuration "
                    "each; default 0.02)");
     app.add_option("--lookup-min", lookups,
-                   "chain/tree: prompt lookup first, from this suffix length; 0 = off (comma-separated)");
+                   "chain/tree/ssd: prompt lookup first, from this suffix length; 0 = off (comma-separated)");
     app.add_option("--batch", batches, "sequences decoded together (comma-separated)");
     app.add_option("--ssd-k", ssd_ks, "ssd: speculation lengths K (comma-separated)");
     app.add_option("--fanout", fanouts, "ssd: fan-out kinds, geometric and/or uniform (comma-separated)");

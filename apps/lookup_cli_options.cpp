@@ -4,11 +4,11 @@ namespace specdec::cli {
 
 void add_lookup_options(CLI::App& app, sched::SpecConfig& spec) {
     app.add_option("--lookup-min", spec.lookup_min,
-                   "chain/tree: use the prompt-lookup continuation instead of drafting when the history ends "
+                   "chain/tree/ssd: use the prompt-lookup continuation instead of drafting when the history ends "
                    "with an earlier n-gram of at least this many tokens (0 = off)")
         ->check(CLI::Range(0, 16));
     app.add_option("--lookup-k", spec.lookup_k,
-                   "chain/tree: lookup chain length (0 = the draft's own: --draft-k, or the tree's depth)")
+                   "chain/tree/ssd: lookup chain length (0 = the draft's own: --draft-k, --ssd-k, or the tree's depth)")
         ->check(CLI::Range(0, 64));
 }
 

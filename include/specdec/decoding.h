@@ -35,7 +35,7 @@ struct SpecConfig {
     bool tree_sampled = false;  // sampling: draw tree children from q instead of top-k
     int ngram_min = 1;
     int ngram_max = 3;
-    // Chain and tree: a sequence whose history ends with an n-gram of at least
+    // Chain, tree and ssd: a sequence whose history ends with an n-gram of at least
     // this many tokens seen earlier gets the lookup chain instead of a draft
     // for that round (0: off).
     int lookup_min = 0;
@@ -49,7 +49,7 @@ struct SpecConfig {
     int auto_siblings = -1;
     int lookup_len() const {
         if (lookup_k > 0) return lookup_k;
-        return method == Method::Chain ? draft_k : std::min(tree_depth, tree_budget - 1);
+        return method == Method::Chain || method == Method::Ssd ? draft_k : std::min(tree_depth, tree_budget - 1);
     }
     ExecMode mode = ExecMode::Performance;
     int draft_window = 0;     // 0: the draft sees the whole history

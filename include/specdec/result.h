@@ -31,6 +31,7 @@ struct SpecStats {
     int accepted = 0;          // draft tokens accepted
     int emitted = 0;           // tokens the rounds produced (accepted + bonus)
     int lookup_rounds = 0;     // sequence-rounds whose tree was a prompt-lookup chain
+    int lookup_drafted = 0;    // draft tokens those rounds proposed
     int lookup_accepted = 0;   // draft tokens accepted in those rounds
     double prefill_s = 0;
     double decode_s = 0;

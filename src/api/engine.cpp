@@ -104,6 +104,7 @@ Result Engine::generate(const Request& req) {
         sc.k = cfg.draft_k;
         sc.ngram_min = cfg.ngram_min;
         sc.ngram_max = cfg.ngram_max;
+        sc.lookup = sched::lookup_first_options(cfg);
         sc.trace_path = cfg.trace_path;
         sc.vocab_subset_n = cfg.vocab_subset_n;
         sc.vocab_subset_path = cfg.vocab_subset_path;

@@ -182,6 +182,7 @@ sched::SsdConfig ssd_config(const RunConfig& c, const BenchOptions& o) {
     s.backup = sched::parse_backup(o.ssd_backup);
     s.ngram_min = o.ngram_min;
     s.ngram_max = o.ngram_max;
+    if (c.lookup_min > 0) s.lookup = {c.lookup_min, std::max(c.lookup_min, o.ngram_max), s.k};
     // Same cores as the other methods of the row: the draft side takes its
     // share, the target the rest.
     s.draft_threads = std::max(1, std::min(o.draft_threads, c.threads - 1));
@@ -233,9 +234,9 @@ std::vector<RunConfig> group_configs(const BenchOptions& o, const std::vector<st
     out.push_back(ar);
     for (const auto& m : methods) {
         if (m == "ar") continue;
-        // Prompt lookup first applies to the draft-model and head methods only.
+        // Prompt lookup first applies to the draft-model, head and ssd methods only.
         const std::vector<int> lookups =
-            m == "chain" || m == "tree" || is_eagle3_method(m) ? o.lookup_min : std::vector<int>{0};
+            m == "chain" || m == "tree" || m == "ssd" || is_eagle3_method(m) ? o.lookup_min : std::vector<int>{0};
         if (m == "tree" || m == "eagle3") {
             for (int b : o.tree_budget)
                 for (int d : o.tree_depth)
@@ -262,15 +263,17 @@ std::vector<RunConfig> group_configs(const BenchOptions& o, const std::vector<st
         } else if (m == "ssd") {
             for (int k : o.ssd_k)
                 for (const auto& f : o.fanout)
-                    for (double cc : o.saguaro_c) {
-                        RunConfig c = base;
-                        c.method = m;
-                        c.ssd_k = k;
-                        c.fanout = f;
-                        c.saguaro_c = cc;
-                        c.ssd_remote = !o.ssd_remote_addr.empty();
-                        out.push_back(c);
-                    }
+                    for (double cc : o.saguaro_c)
+                        for (int lm : lookups) {
+                            RunConfig c = base;
+                            c.method = m;
+                            c.ssd_k = k;
+                            c.fanout = f;
+                            c.saguaro_c = cc;
+                            c.ssd_remote = !o.ssd_remote_addr.empty();
+                            c.lookup_min = lm;
+                            out.push_back(c);
+                        }
         } else {
             for (int k : o.draft_k)
                 for (int lm : lookups) {

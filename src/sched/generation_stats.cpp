@@ -19,6 +19,7 @@ nlohmann::json generation_stats(const Result& r) {
     j["drafted"] = st.drafted;
     j["accepted"] = st.accepted;
     j["lookup_rounds"] = st.lookup_rounds;
+    j["lookup_drafted"] = st.lookup_drafted;
     j["lookup_accepted"] = st.lookup_accepted;
     j["draft_s"] = st.draft_s;
     j["tree_s"] = st.tree_s;

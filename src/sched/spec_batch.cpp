@@ -26,8 +26,15 @@ bool SpecBatch::emit(int slot, int32_t tok, TokenSource source, const OnToken& o
     Slot& s = slots_[slot];
     s.hist.push_back(tok);
     ++s.generated;
-    if (on_token(slot, tok, source) || s.generated >= s.max_new) s.done = true;
+    if (on_token(slot, tok, source) || s.generated >= s.max_new) finish(slot);
     return s.done;
+}
+
+void SpecBatch::finish(int slot) {
+    Slot& s = slots_[slot];
+    if (s.done) return;
+    s.done = true;
+    s.spec.proposer->end(slot);
 }
 
 void SpecBatch::add_capture(std::span<const int> layers) {
@@ -125,7 +132,7 @@ StepReport SpecBatch::step(const OnToken& on_token) {
         Slot& s = slots_[i];
         if (!s.used || s.done) continue;
         if (cache.n_ctx() - cache.committed(i) < 1) {  // same end as AR: no slot left for the last token
-            s.done = true;
+            finish(i);
             continue;
         }
         order_.push_back(i);
@@ -224,6 +231,7 @@ StepReport SpecBatch::step(const OnToken& on_token) {
         if (trees_[k].from_lookup) {
             rep.slots[k].lookup = true;
             ++stats_.lookup_rounds;
+            stats_.lookup_drafted += rep.slots[k].drafted;
             stats_.lookup_accepted += vr_.n_accepted();
         }
         for (size_t j = 0; j < vr_.emitted.size(); ++j) {

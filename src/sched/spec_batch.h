@@ -115,6 +115,7 @@ private:
     }
     // Feeds one token; returns true when the slot is done.
     bool emit(int slot, int32_t tok, TokenSource source, const OnToken& on_token);
+    void finish(int slot);  // done: no more rounds, and its proposer is told so
     // Target features (EAGLE-3): batch_.capture_layers gets the layer outputs
     // that are the inputs of `layers` (the forward returns layer outputs);
     // deliver_features hands p the captured rows of tokens just committed.

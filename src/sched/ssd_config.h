@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "spec/lookup_first_proposer.h"
 
 namespace specdec::sched {
 
@@ -92,6 +93,12 @@ struct SsdConfig {
     // draft has to prefill (a 0.5B draft reads ~100-200 tokens/s on a core).
     int link_timeout_ms = 1000;
     double link_prefill_ms_per_token = 10.0;
+    // Target side: prompt lookup first (spec/lookup_first_proposer.h): a
+    // sequence whose history ends with an earlier n-gram of at least
+    // lookup.min_n tokens takes that continuation as its round's chain and
+    // the draft side is not asked (min_n 0: off). The draft side is begun
+    // again from the sequence's history when it drafts for it next.
+    spec::LookupFirstOptions lookup{0, 3, 4};
 
     void validate() const {
         SPECDEC_CHECK(k >= 1 && k <= 64, "--ssd-k must be in [1, 64], got ", k);
@@ -108,6 +115,9 @@ struct SsdConfig {
                       link_timeout_ms);
         SPECDEC_CHECK(link_prefill_ms_per_token >= 0 && link_prefill_ms_per_token <= 1000,
                       "link prefill allowance must be in [0, 1000] ms per token");
+        SPECDEC_CHECK(lookup.min_n >= 0 && lookup.min_n <= 16, "--lookup-min must be in [0, 16], got ", lookup.min_n);
+        SPECDEC_CHECK(lookup.min_n == 0 || (lookup.max_n >= lookup.min_n && lookup.max_draft >= 1),
+                      "lookup first: need min_n <= max_n and a chain of at least 1");
     }
 };
 

@@ -174,16 +174,32 @@ void DraftWorker::handle_begin(const ToDraft& m) {
     for (const DraftBegin& b : m.begins) {
         SPECDEC_CHECK(b.seq >= 0 && b.seq < (int)seqs_.size(), "SSD: sequence ", b.seq, " out of range");
         Seq& S = seqs_[b.seq];
+        // What the cache holds of the prompt, when the Begin says it holds
+        // some: all of it (a shared prefill), or, for a sequence begun again
+        // after rounds drafted elsewhere, the prefix its old history shares
+        // with the new one (the committed part of it).
+        int keep = 0;
+        if (b.in_cache) {
+            const int committed = cache.committed(b.seq);
+            if (committed >= (int)b.prompt.size()) {
+                keep = (int)b.prompt.size();
+            } else if (S.active) {
+                const size_t n = std::min({(size_t)committed, S.hist.size(), b.prompt.size()});
+                keep = (int)(std::mismatch(S.hist.begin(), S.hist.begin() + (long)n, b.prompt.begin()).first -
+                             S.hist.begin());
+            }
+        }
         S = Seq{};
         S.active = true;
         S.hist = b.prompt;
-        if (b.in_cache && cache.committed(b.seq) >= (int)b.prompt.size()) {
-            cache.truncate(b.seq, (int)b.prompt.size());
-            continue;
+        if (keep > 0) {
+            cache.truncate(b.seq, keep);
+        } else {
+            cache.clear(b.seq);
         }
-        cache.clear(b.seq);
+        if (keep == (int)b.prompt.size()) continue;
         const int chunk = std::max(1, ctx_.prefill_chunk);
-        for (size_t off = 0; off < b.prompt.size(); off += chunk) {
+        for (size_t off = (size_t)keep; off < b.prompt.size(); off += chunk) {
             const size_t n = std::min((size_t)chunk, b.prompt.size() - off);
             batch_.clear();
             for (size_t j = 0; j < n; ++j) {

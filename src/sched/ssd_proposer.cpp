@@ -85,6 +85,7 @@ void SsdProposer::start(int seq, std::span<const int32_t> prompt, bool in_cache)
     std::erase_if(done_.outcomes, [&](const DraftOutcome& o) { return o.seq == seq; });
     seqs_[(size_t)seq].active = true;
     if (out_of_sync_) return;  // the next round's resync begins it from its history
+    seqs_[(size_t)seq].next_len = prompt.size() + 1;  // the prompt, then the target's first token
     ToDraft m;
     m.kind = ToDraft::Kind::Begin;
     m.begins.push_back({seq, std::vector<int32_t>(prompt.begin(), prompt.end()), in_cache});
@@ -96,35 +97,15 @@ void SsdProposer::begin_with_prompt(int seq, std::span<const int32_t> prompt) { 
 
 void SsdProposer::begin_with_prefix(int seq, std::span<const int32_t> prefix) { start(seq, prefix, true); }
 
-ToDraft SsdProposer::resync(std::span<const spec::ProposeInput> in) {
+void SsdProposer::resync() {
     // Whatever the old session held is gone: counters carry over, state does not.
     earlier_sessions_ = add_stats(earlier_sessions_, draft_stats_);
     draft_stats_ = DraftSideStats{};
     side_->restart();
     ++fallback_.resyncs;
     done_ = ToDraft{};  // ends of sequences the new session never saw
-    ToDraft begins;
-    begins.kind = ToDraft::Kind::Begin;
-    ToDraft m;
-    m.kind = ToDraft::Kind::Outcomes;
-    for (const spec::ProposeInput& x : in) {
-        // The draft holds the history but its last token, then learns that
-        // token as a first bonus: the state of a sequence after its prefill.
-        begins.begins.push_back({x.seq, std::vector<int32_t>(x.history.begin(), x.history.end() - 1), false});
-        begun_tokens_ += (long)x.history.size() - 1;
-        DraftOutcome o;
-        o.seq = x.seq;
-        o.accepted = 0;
-        o.bonus = x.history.back();
-        o.max_drafts = std::max(0, x.max_nodes - 1);
-        m.outcomes.push_back(o);
-        Seq& S = seqs_[(size_t)x.seq];
-        S.accepted = 0;
-        S.round = 0;  // the new session has no cache to look this round up in
-    }
-    side_->send(std::move(begins));
+    for (Seq& S : seqs_) S.next_len = 0;
     out_of_sync_ = false;
-    return m;
 }
 
 std::string SsdProposer::check_reply(const FromDraft& r, std::span<const spec::ProposeInput> in) const {
@@ -220,41 +201,46 @@ void SsdProposer::fall_back(std::span<const spec::ProposeInput> in, std::span<sp
 }
 
 void SsdProposer::propose(std::span<const spec::ProposeInput> in, std::span<spec::DraftTree> out, Rng&) {
-    // Sequences of the last round that are not here have ended (stop, length).
-    for (size_t s = 0; s < seqs_.size(); ++s) {
-        if (!seqs_[s].in_round) continue;
-        const bool here = std::any_of(in.begin(), in.end(), [&](const spec::ProposeInput& x) { return x.seq == (int)s; });
-        if (!here) end((int)s);
-    }
     for (const spec::ProposeInput& x : in) {
         SPECDEC_CHECK(x.seq >= 0 && x.seq < (int)seqs_.size() && seqs_[(size_t)x.seq].active, "SSD: sequence ",
                       x.seq, " has not begun with its prompt");
         SPECDEC_CHECK(!x.history.empty(), "SSD: empty history");
-        seqs_[(size_t)x.seq].in_round = true;
     }
     if (out_of_sync_ && !in.empty() && skip_rounds_ > 0) {
         --skip_rounds_;
         fall_back(in, out, "backoff", 0.0);
         return;
     }
-    ToDraft m;
-    if (out_of_sync_) {
-        if (in.empty()) return;  // nothing to resync yet
-        m = resync(in);
-    } else {
-        m = std::move(done_);  // the ends first, then this round's outcomes
-        done_ = ToDraft{};
-        m.kind = ToDraft::Kind::Outcomes;
-        for (const spec::ProposeInput& x : in) {
-            DraftOutcome o;
-            o.seq = x.seq;
-            o.accepted = seqs_[(size_t)x.seq].accepted;
-            o.bonus = x.history.back();  // the root of the next speculation
-            // A speculation of L drafts is a tree of L + 1 nodes.
-            o.max_drafts = std::max(0, x.max_nodes - 1);
-            m.outcomes.push_back(o);
+    if (out_of_sync_ && !in.empty()) resync();
+    ToDraft m = std::move(done_);  // the ends first, then this round's outcomes
+    done_ = ToDraft{};
+    m.kind = ToDraft::Kind::Outcomes;
+    ToDraft begins;
+    begins.kind = ToDraft::Kind::Begin;
+    for (const spec::ProposeInput& x : in) {
+        Seq& S = seqs_[(size_t)x.seq];
+        DraftOutcome o;
+        o.seq = x.seq;
+        o.accepted = S.accepted;
+        o.bonus = x.history.back();  // the root of the next speculation
+        // A speculation of L drafts is a tree of L + 1 nodes.
+        o.max_drafts = std::max(0, x.max_nodes - 1);
+        if (x.history.size() != S.next_len) {
+            // The draft side is behind (or in a new session): it takes the
+            // history but its last token, keeping what its cache holds of
+            // it, then that token as a first bonus: the state of a sequence
+            // after its prefill.
+            begins.begins.push_back({x.seq, std::vector<int32_t>(x.history.begin(), x.history.end() - 1), true});
+            const size_t held = S.next_len == 0 ? 0 : std::min(x.history.size() - 1, S.proposed_len);
+            begun_tokens_ += (long)(x.history.size() - 1 - held);
+            o.accepted = 0;
+            S.accepted = 0;
+            S.round = 0;  // no speculation cache to look this round up in
         }
+        S.proposed_len = x.history.size();
+        m.outcomes.push_back(o);
     }
+    if (!begins.begins.empty()) side_->send(std::move(begins));
     m.batch_size = (int)in.size();
     m.verify_s = last_verify_s_;
     if (in.empty()) {
@@ -328,7 +314,9 @@ void SsdProposer::observe(const spec::RoundFeedback& fb) {
     last_verify_s_ = fb.forward_s;
     for (const spec::RoundOutcome& o : fb.seqs) {
         if (o.seq < 0 || o.seq >= (int)seqs_.size()) continue;
-        seqs_[(size_t)o.seq].accepted = o.accepted;
+        Seq& S = seqs_[(size_t)o.seq];
+        S.accepted = o.accepted;
+        S.next_len = S.proposed_len + (size_t)o.accepted + 1;
         for (SsdRoundRecord& rec : round_recs_) {
             if (rec.seq != o.seq) continue;
             rec.accepted = o.accepted;

@@ -32,6 +32,12 @@
 // share of the rounds; a missing connection fails at once and is retried
 // every round.
 //
+// Rounds that another proposer drafts (a lookup-first wrapper takes a
+// sequence's round when its history repeats an n-gram) leave the draft side
+// behind: the next propose for that sequence sees a longer history than the
+// draft side's and begins it again from the history, keeping the prefix the
+// draft cache holds (DraftBegin::in_cache), then goes on as after a prefill.
+//
 // Draft-cache sequence s serves target sequence s; the worker's scratch
 // branch slots follow the highest sequence that began, so every sequence of
 // a batch must begin before its first round (SyncScheduler admits them all
@@ -76,6 +82,8 @@ public:
     void begin(int seq) override;
     void begin_with_prefix(int seq, std::span<const int32_t> prefix) override;
     void begin_with_prompt(int seq, std::span<const int32_t> prompt) override;
+    // The draft side stops working for it (a Done outcome with the next message).
+    void end(int seq) override;
     void propose(std::span<const spec::ProposeInput> in, std::span<spec::DraftTree> out, Rng& rng) override;
     void observe(const spec::RoundFeedback& fb) override;
 
@@ -93,15 +101,20 @@ public:
 private:
     struct Seq {
         bool active = false;         // begun and not yet told done to the draft side
-        bool in_round = false;       // proposed for in the last round
         int accepted = 0;            // k of the last verified speculation (0 before the first)
         int round = 0;               // rounds proposed for (trace)
+        // The history length the draft side's state leads to at the next
+        // propose: the prompt and the first token, then each round's root
+        // plus its accepted drafts and the bonus. Another length (rounds
+        // drafted elsewhere: lookup first, or 0 after a resync) begins the
+        // sequence again on the draft side from its history.
+        size_t next_len = 0;
+        size_t proposed_len = 0;     // the history length of the last propose
     };
     void start(int seq, std::span<const int32_t> prompt, bool in_cache);
-    void end(int seq);
-    // Starts a new session with the draft side and begins every sequence of
-    // this round from its history; returns the outcomes message to send.
-    ToDraft resync(std::span<const spec::ProposeInput> in);
+    // Starts a new session with the draft side: every running sequence is
+    // begun again from its history when it is next proposed for.
+    void resync();
     // Why the reply cannot serve this round ("": it can).
     std::string check_reply(const FromDraft& r, std::span<const spec::ProposeInput> in) const;
     // The round's chains drafted locally after a fault (prompt lookup).

@@ -60,18 +60,26 @@ void SsdScheduler::run(const std::vector<std::vector<int32_t>>& prompts, const s
         owned = std::make_unique<SsdProposer>(draft_, wo, trace_);  // its draft thread is joined on every exit path
     }
     SsdProposer& proposer = *owned;
-    // A speculation of K drafts is a chain of K + 1 nodes.
-    SchedulerOptions so;
-    so.mode = mode_;
-    so.tree_budget = cfg_.k + 1;
-    so.tree_depth = cfg_.k;
+    const std::unique_ptr<spec::Proposer> top = spec::with_lookup_first(std::move(owned), cfg_.lookup);
+    const SchedulerOptions so = ssd_scheduler_options(cfg_, mode_);
     // The loop's own round lines would interleave with the SSD lines the proposer writes.
-    SyncScheduler loop(tgt_, proposer, params_, so, nullptr);
+    SyncScheduler loop(tgt_, *top, params_, so, nullptr);
     loop.run(prompts, max_new, on_token, stats.spec, pre);
     proposer.finish_trace();
     stats.draft = proposer.draft_stats();
     stats.stall_s += proposer.stall_s();
     stats.fallback = proposer.fallback_stats();
+}
+
+SchedulerOptions ssd_scheduler_options(const SsdConfig& cfg, spec::ExecMode mode) {
+    SchedulerOptions so;
+    so.mode = mode;
+    // A speculation of K drafts is a chain of K + 1 nodes; a lookup chain may be longer.
+    const int depth = std::max(cfg.k, cfg.lookup.min_n > 0 ? cfg.lookup.max_draft : 0);
+    so.tree_budget = depth + 1;
+    so.tree_depth = depth;
+    so.distinct_siblings = true;  // checked for deterministic trees only (chains have no siblings)
+    return so;
 }
 
 ProposerBundle make_ssd_proposer(const SsdConfig& cfg, runtime::Engine& target, runtime::Engine& draft, int n_batch,
@@ -90,8 +98,10 @@ ProposerBundle make_ssd_proposer(const SsdConfig& cfg, runtime::Engine& target, 
     wo.params = params;
     wo.target_n_vocab = target.config().n_vocab;
     wo.n_batch = n_batch;
+    auto p = std::make_unique<SsdProposer>(std::move(own), wo);
     ProposerBundle b;
-    b.proposer = std::make_unique<SsdProposer>(std::move(own), wo);
+    b.ssd = p.get();
+    b.proposer = spec::with_lookup_first(std::move(p), cfg.lookup);
     return b;
 }
 
@@ -111,8 +121,10 @@ ProposerBundle make_remote_ssd_proposer(const SsdConfig& cfg, runtime::Engine& t
     wo.params = params;
     wo.target_n_vocab = spec.target_n_vocab;
     wo.n_batch = n_batch;
+    auto p = std::make_unique<SsdProposer>(remote(spec), wo, n_batch);
     ProposerBundle b;
-    b.proposer = std::make_unique<SsdProposer>(remote(spec), wo, n_batch);
+    b.ssd = p.get();
+    b.proposer = spec::with_lookup_first(std::move(p), cfg.lookup);
     return b;
 }
 

@@ -59,6 +59,9 @@ private:
     spec::TraceWriter* trace_;  // null: no round trace
 };
 
+// The tree limits SSD's chains are checked against (K, or a longer lookup chain).
+SchedulerOptions ssd_scheduler_options(const SsdConfig& cfg, spec::ExecMode mode);
+
 // SSD as one proposer of a batch that other methods share (the server's
 // continuous batch): sequence slots 0..n_batch-1 of the target, a draft side
 // of its own (SsdProposer::OwnDraft: a second instance of the draft engine's

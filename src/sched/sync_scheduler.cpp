@@ -52,6 +52,7 @@ void SyncScheduler::run(const std::vector<std::vector<int32_t>>& prompts, const 
     add_histogram(stats.accepted_hist, s.accepted_hist);
     stats.emitted += s.emitted;
     stats.lookup_rounds += s.lookup_rounds;
+    stats.lookup_drafted += s.lookup_drafted;
     stats.lookup_accepted += s.lookup_accepted;
     stats.prefill_s += s.prefill_s;
     stats.decode_s += s.decode_s;
@@ -216,13 +217,7 @@ ProposerBundle make_proposer(const SpecConfig& cfg, runtime::Engine& target, run
         SPECDEC_CHECK(draft, "method ", method_name(cfg.method), " needs a draft model (-d DRAFT) or an EAGLE-3 head");
         b.proposer = make_draft_model_proposer(cfg, target, *draft, params, b);
     }
-    if (cfg.lookup_min > 0) {
-        spec::LookupFirstOptions lo;
-        lo.min_n = cfg.lookup_min;
-        lo.max_n = std::max(cfg.lookup_min, cfg.ngram_max);
-        lo.max_draft = cfg.lookup_len();
-        b.proposer = std::make_unique<spec::LookupFirstProposer>(std::move(b.proposer), lo);
-    }
+    b.proposer = spec::with_lookup_first(std::move(b.proposer), lookup_first_options(cfg));
     return b;
 }
 
@@ -250,6 +245,14 @@ SchedulerOptions scheduler_options(const SpecConfig& cfg) {
     }
     s.distinct_siblings = true;  // checked for deterministic trees only
     return s;
+}
+
+spec::LookupFirstOptions lookup_first_options(const SpecConfig& cfg) {
+    spec::LookupFirstOptions lo;
+    lo.min_n = cfg.lookup_min > 0 && cfg.needs_draft() ? cfg.lookup_min : 0;
+    lo.max_n = std::max(cfg.lookup_min, cfg.ngram_max);
+    lo.max_draft = cfg.lookup_len();
+    return lo;
 }
 
 namespace {

@@ -19,6 +19,7 @@
 #include "runtime/engine.h"
 #include "sample/sampler.h"
 #include "sched/spec_config.h"
+#include "spec/lookup_first_proposer.h"
 #include "spec/proposer.h"
 #include "spec/trace.h"
 #include "spec/tree_tensors.h"
@@ -64,6 +65,10 @@ struct SchedulerOptions {
 
 // The tree limits a method's trees are checked against.
 SchedulerOptions scheduler_options(const SpecConfig& cfg);
+
+// Chain, tree and ssd: prompt lookup first's options (min_n 0: off, as for
+// every other method).
+spec::LookupFirstOptions lookup_first_options(const SpecConfig& cfg);
 
 class SyncScheduler {
 public:
@@ -111,9 +116,12 @@ std::vector<runtime::GenerateResult> generate_speculative_batch(runtime::Engine&
                                                                 const Prefilled* pre = nullptr);
 
 // The proposer a config asks for, with what it borrows (a vocabulary subset).
+class SsdProposer;
 struct ProposerBundle {
     std::unique_ptr<spec::VocabSubset> subset;
     std::unique_ptr<spec::Proposer> proposer;
+    // ssd: its proposer under any wrapper (lookup first), for its stats.
+    const SsdProposer* ssd = nullptr;
     // Auto: where its cost curves came from, and what calibrating them cost now.
     std::string costs_from;
     double calibration_s = 0;

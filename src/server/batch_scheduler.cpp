@@ -232,7 +232,7 @@ void BatchScheduler::report_kv() {
         // their token counts change on the draft threads (resident_bytes reads
         // nothing those threads write).
         for (auto& [key, e] : methods_)
-            if (const auto* p = dynamic_cast<const sched::SsdProposer*>(e.bundle.proposer.get()))
+            if (const sched::SsdProposer* p = e.bundle.ssd)
                 if (p->own_cache()) draft_bytes += p->own_cache()->resident_bytes();
         metrics_.set_kv_resident_bytes(engine_.cache().resident_bytes(), draft_bytes);
     }
@@ -271,6 +271,7 @@ const sched::SlotSpec& BatchScheduler::method_spec(sched::Method m, int draft_k)
     if (ssd) {
         sched::SsdConfig sc = opts_.ssd;
         sc.k = k;
+        sc.lookup = sched::lookup_first_options(cfg);
         if (opts_.ssd_remote) {
             e.bundle = sched::make_remote_ssd_proposer(sc, engine_, opts_.ssd_remote, opts_.max_batch, draft_params());
         } else {
@@ -368,7 +369,7 @@ void BatchScheduler::decode_step() {
 void BatchScheduler::report_ssd() {
     for (auto& [key, e] : methods_) {
         if (key.first != sched::Method::Ssd) continue;
-        const auto* p = dynamic_cast<const sched::SsdProposer*>(e.bundle.proposer.get());
+        const sched::SsdProposer* p = e.bundle.ssd;
         if (!p) continue;
         const sched::DraftSideStats& now = p->draft_stats();
         if (now.lookups == e.ssd_seen.lookups && p->stall_s() == e.ssd_stall_seen) continue;

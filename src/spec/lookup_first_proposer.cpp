@@ -31,11 +31,28 @@ void LookupFirstProposer::propose(std::span<const ProposeInput> in, std::span<Dr
         ++lookup_rounds_;
     }
     drafted_ = !rest_in_.empty();
+    drafted_seqs_.clear();
+    for (const ProposeInput& x : rest_in_) drafted_seqs_.push_back(x.seq);
     if (!drafted_) return;
     rest_out_.resize(rest_in_.size());
     draft_->propose(rest_in_, rest_out_, rng);
     for (size_t j = 0; j < rest_of_.size(); ++j) out[rest_of_[j]] = std::move(rest_out_[j]);
     draft_rounds_ += (int64_t)rest_in_.size();
+}
+
+void LookupFirstProposer::observe(const RoundFeedback& fb) {
+    drafted_outcomes_.clear();
+    for (const RoundOutcome& o : fb.seqs)
+        if (std::find(drafted_seqs_.begin(), drafted_seqs_.end(), o.seq) != drafted_seqs_.end())
+            drafted_outcomes_.push_back(o);
+    RoundFeedback mine = fb;
+    mine.seqs = drafted_outcomes_;
+    draft_->observe(mine);
+}
+
+std::unique_ptr<Proposer> with_lookup_first(std::unique_ptr<Proposer> draft, const LookupFirstOptions& opts) {
+    if (opts.min_n <= 0) return draft;
+    return std::make_unique<LookupFirstProposer>(std::move(draft), opts);
 }
 
 }  // namespace specdec::spec

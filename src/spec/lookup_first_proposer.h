@@ -10,7 +10,8 @@
 // (lookup chains are deterministic, q a point mass). The wrapped proposer's
 // cache simply catches up on what was accepted from a lookup chain the next
 // time it drafts for that sequence (DraftModelProposer rolls back to the
-// longest prefix it holds and reads the rest in one forward).
+// longest prefix it holds and reads the rest in one forward; SSD's draft
+// side is begun again from the sequence's history, keeping the prefix it holds).
 #pragma once
 
 #include <memory>
@@ -32,8 +33,12 @@ public:
     LookupFirstProposer(std::unique_ptr<Proposer> draft, const LookupFirstOptions& opts);
     void begin(int seq) override { draft_->begin(seq); }
     void begin_with_prefix(int seq, std::span<const int32_t> prefix) override { draft_->begin_with_prefix(seq, prefix); }
+    void begin_with_prompt(int seq, std::span<const int32_t> prompt) override { draft_->begin_with_prompt(seq, prompt); }
     void prefill(int seq, std::span<const int32_t> history) override { draft_->prefill(seq, history); }
+    void end(int seq) override { draft_->end(seq); }
     void propose(std::span<const ProposeInput> in, std::span<DraftTree> out, Rng& rng) override;
+    // The wrapped proposer learns from the rounds it drafted, not from the lookup chains.
+    void observe(const RoundFeedback& fb) override;
     double last_forward_s() const override { return drafted_ ? draft_->last_forward_s() : 0.0; }
     // A head that reads target features gets every committed token's, lookup rounds included.
     std::span<const int> feature_layers() const override { return draft_->feature_layers(); }
@@ -51,6 +56,13 @@ private:
     std::vector<ProposeInput> rest_in_;
     std::vector<DraftTree> rest_out_;
     std::vector<size_t> rest_of_;
+    std::vector<int> drafted_seqs_;  // the sequences of the last propose that the draft proposer drafted
+    std::vector<RoundOutcome> drafted_outcomes_;
 };
+
+// `draft` behind prompt lookup first when opts.min_n > 0; `draft` itself
+// when it is 0 (lookup first off). The one place the methods' configurations
+// (chain, tree, ssd) turn their lookup option into the wrapper.
+std::unique_ptr<Proposer> with_lookup_first(std::unique_ptr<Proposer> draft, const LookupFirstOptions& opts);
 
 }  // namespace specdec::spec

@@ -76,6 +76,12 @@ public:
     // next root) ahead of the first propose, so that the prompt is processed
     // in the prefill phase rather than inside the first decode round.
     virtual void prefill(int seq, std::span<const int32_t> history) {}
+    // The sequence finished (a stop, its token limit, the context): it gets
+    // no more rounds until it begins again. A proposer that works for a
+    // sequence between rounds (SSD's draft side) stops now; a sequence left
+    // out of one propose call has not ended (a wrapper such as lookup first
+    // may have drafted it elsewhere).
+    virtual void end(int seq) {}
     // One tree per input, out[i] for in[i]. Random choices draw from rng.
     virtual void propose(std::span<const ProposeInput> in, std::span<DraftTree> out, Rng& rng) = 0;
     // Seconds spent in draft-model forwards during the last propose (0 if none).

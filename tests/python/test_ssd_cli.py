@@ -68,6 +68,20 @@ def _approx(v: float):
     return pytest.approx(v, rel=1e-6, abs=1e-9)
 
 
+def test_lookup_first_matches_ar():
+    """--lookup-min with ssd: lookup chains where the history repeats, the
+    draft side's speculations (and cache hits) elsewhere; greedy equals AR."""
+    prompt = "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n\ndef mul(a, b):\n"
+    r = run(*ssd("-p", prompt, "-n", "48", "-t", "2", "--ssd-k", "3", "--lookup-min", "2"))
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    ar = run("generate", "-m", str(model_path(MODEL)), "--json", "--ignore-eos", "-p", prompt, "-n", "48", "-t", "2")
+    assert ar.returncode == 0, ar.stderr
+    assert out["tokens"] == json.loads(ar.stdout)["tokens"]
+    assert out["lookup_rounds"] > 0 and out["rounds"] > out["lookup_rounds"], out
+    assert out["cache_lookups"] > 0, out  # hits depend on whether a build finishes before the outcome
+
+
 def test_thread_layout_options_are_reported():
     r = run(*ssd("-p", "Hello", "-n", "8", "-t", "2", "--ssd-target-threads", "2", "--ssd-draft-nice", "5"))
     assert r.returncode == 0, r.stderr

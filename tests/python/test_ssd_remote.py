@@ -152,6 +152,17 @@ def test_healthy_server_matches_ar(servers, addr):
     assert any("connection accepted" in x for x in s.lines) and any("session" in x for x in s.lines), s.lines
 
 
+def test_lookup_first_with_a_remote_draft_matches_ar(servers, addr):
+    """Rounds drafted by prompt lookup leave the draft server behind; the next
+    round it drafts, it is begun again from the history (in_cache: it keeps
+    the prefix it holds) and goes on hitting its cache."""
+    serve(servers, addr)
+    out, err, _ = finish(remote(addr, 48, "--lookup-min", "2", timeout_ms=HEALTHY_TIMEOUT_MS))
+    assert out["tokens"] == ar_tokens(48)
+    assert out["lookup_rounds"] > 0 and out["rounds"] > out["lookup_rounds"], out
+    assert out["cache_lookups"] > 0 and out["fallbacks"] == 0 and out["resyncs"] == 0, out
+
+
 def test_server_killed_mid_generation(servers, addr, tmp_path):
     s = serve(servers, addr)
     trace = tmp_path / "t.jsonl"

@@ -145,6 +145,48 @@ TEST(SsdGreedy, LongBatchedRunsRepeatWithoutDeadlock) {
     }
 }
 
+// Prompt lookup first: a sequence whose history repeats an n-gram takes the
+// lookup chain and the draft side is not asked; the next round it drafts,
+// the draft side is begun again from the history. With the target as its
+// own draft every draft of a correctly caught-up draft side is accepted, so
+// a draft side left out of step would show as rejected drafts.
+TEST(SsdGreedy, LookupFirstMatchesArAndCatchesTheDraftSideUp) {
+    Pair m(256, 3 * 7);
+    const int n = 60;
+    // Repeating prompts, so that lookups find chains from the first rounds.
+    const std::vector<std::vector<int32_t>> prompts{{1, 2, 3, 4, 1, 2, 3, 4, 1, 2}, {5, 9, 2, 7, 5, 9, 2}, {40, 41}};
+    std::vector<std::vector<int32_t>> ref;
+    for (const auto& p : prompts) ref.push_back(test::greedy_ar(m.target, m.pool, p, n));
+    for (test::TinyModel* d : {&m.self, &m.other})
+        for (int batch : {1, 3})
+            for (bool interrupt : {false, true}) {
+                sched::SsdConfig cfg;
+                cfg.k = 3;
+                cfg.fanout_budget = 6;
+                cfg.interrupt = interrupt;
+                cfg.lookup = {2, 3, 5};
+                cfg.backup = sched::BackupKind::Jit;  // a miss drafts with the draft too (auto may take n-grams)
+                const std::vector<std::vector<int32_t>> ps(prompts.begin(), prompts.begin() + batch);
+                const SsdRun r = run_ssd(m, *d, ps, std::vector<int>(batch, n), cfg);
+                const std::string what = std::string(d == &m.self ? "self-draft" : "other draft") + " batch " +
+                                         std::to_string(batch) + (interrupt ? " interrupt" : "");
+                for (int i = 0; i < batch; ++i) EXPECT_EQ(r.out[i], ref[i]) << what << " seq " << i;
+                EXPECT_GT(r.st.spec.lookup_rounds, 0) << what;
+                EXPECT_GT(r.st.spec.rounds, r.st.spec.lookup_rounds) << what << ": the draft side drafted no round";
+                EXPECT_GT(r.st.draft.lookups, 0) << what;
+                if (d == &m.self) {
+                    // Lookup chains may be rejected; the draft side's never
+                    // (hits and JIT backups alike are the target's own choices).
+                    const int draft_drafted = r.st.spec.drafted - r.st.spec.lookup_drafted;
+                    const int draft_accepted = r.st.spec.accepted - r.st.spec.lookup_accepted;
+                    EXPECT_EQ(draft_accepted, draft_drafted) << what;
+                    if (!interrupt) {
+                        EXPECT_EQ(r.st.draft.hits, r.st.draft.lookups) << what;
+                    }
+                }
+            }
+}
+
 TEST(SsdGreedy, DraftCacheSmallerThanTargetIsRejected) {
     ThreadPool pool(1);
     test::TinyModel target(test::ssd_model_spec(7), 64, 1), draft(test::ssd_model_spec(7), 32, 1);

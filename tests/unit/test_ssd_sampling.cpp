@@ -24,6 +24,9 @@ namespace {
 
 constexpr int kV = 16;
 const std::vector<int32_t> kPrompt{1, 2, 3};
+// Half the vocabulary: with lookups from one-token matches, about half the
+// rounds are lookup chains and the others the draft side's.
+const std::vector<int32_t> kLookupPrompt{1, 2, 3, 4, 5, 6, 7, 8};
 constexpr int kFirst = 2;  // 0-based index of the first token of the tested pair
 
 sample::SamplingParams sampling() {
@@ -55,11 +58,12 @@ struct Models {
 struct Counts {
     std::vector<int> counts = std::vector<int>(kV * kV, 0);
     long hits = 0, lookups = 0, fallbacks = 0;
+    long lookup_rounds = 0, rounds = 0;  // sequence-rounds whose chain was a prompt lookup, and all
 };
 
 // faults (non-null): through test::WireLoopbackSide with these faults.
 Counts sample_ssd(Models& m, const sched::SsdConfig& cfg, int n, bool draft_only,
-                  const std::map<int, std::string>* faults = nullptr) {
+                  const std::map<int, std::string>* faults = nullptr, const std::vector<int32_t>& prompt = kPrompt) {
     Counts c;
     for (int s = 0; s < n; ++s) {
         sample::SamplingParams p = sampling();
@@ -69,7 +73,7 @@ Counts sample_ssd(Models& m, const sched::SsdConfig& cfg, int n, bool draft_only
             test::TinyModel& d = m.draft;
             kv::KvCache cache(d.model->kv_options(32, 1));
             Rng rng(p.seed);
-            std::vector<int32_t> ctx = kPrompt;
+            std::vector<int32_t> ctx = prompt;
             std::vector<float> scratch;
             for (int j = 0; j <= kFirst + 1; ++j) {
                 const auto q = next_dist(d, m.pool, ctx);
@@ -85,33 +89,44 @@ Counts sample_ssd(Models& m, const sched::SsdConfig& cfg, int n, bool draft_only
             };
             sched::SsdScheduler sch = faults ? sched::SsdScheduler(tc, link, p, cfg) : sched::SsdScheduler(tc, dc, p, cfg);
             sched::SsdStats st;
-            sch.run({kPrompt}, {kFirst + 2}, [&](int, int32_t t, sched::TokenSource) { out.push_back(t); return false; }, st);
+            sch.run({prompt}, {kFirst + 2}, [&](int, int32_t t, sched::TokenSource) { out.push_back(t); return false; }, st);
             c.fallbacks += st.fallback.rounds;
             c.hits += st.draft.hits;
             c.lookups += st.draft.lookups;
+            c.lookup_rounds += st.spec.lookup_rounds;
+            c.rounds += st.spec.rounds;
         }
         c.counts[out[kFirst] * kV + out[kFirst + 1]]++;
     }
     return c;
 }
 
-const std::vector<double>& exact() {
-    static std::vector<double> joint = [] {
+const std::vector<double>& exact(const std::vector<int32_t>& prompt = kPrompt) {
+    static std::map<std::vector<int32_t>, std::vector<double>> joints;
+    auto it = joints.find(prompt);
+    if (it == joints.end()) {
         Models m;
-        return test::exact_pair_joint(*m.target.model, m.pool, kPrompt, kFirst, kV, sampling());
-    }();
-    return joint;
+        it = joints.emplace(prompt, test::exact_pair_joint(*m.target.model, m.pool, prompt, kFirst, kV, sampling()))
+                 .first;
+    }
+    return it->second;
 }
 
 void expect_lossless(const sched::SsdConfig& cfg, const char* name, bool expect_hits, int draft_seqs = 1,
-                     const std::map<int, std::string>* faults = nullptr) {
+                     const std::map<int, std::string>* faults = nullptr,
+                     const std::vector<int32_t>& prompt = kPrompt) {
     Models m(draft_seqs);
     const int n = test::sampling_draws(12000);
-    const Counts c = sample_ssd(m, cfg, n, false, faults);
+    const Counts c = sample_ssd(m, cfg, n, false, faults, prompt);
+    if (cfg.lookup.min_n > 0) {
+        // Both kinds of rounds, and the draft side begun again after lookups.
+        EXPECT_GT(c.lookup_rounds, c.rounds / 20) << name;
+        EXPECT_LT(c.lookup_rounds, c.rounds - c.rounds / 20) << name;
+    }
     if (faults) {
         EXPECT_EQ(c.fallbacks > 0, !faults->empty()) << name << ": " << c.fallbacks << " fallback rounds";
     }
-    const auto [stat, crit] = chi_square(c.counts, exact(), n);
+    const auto [stat, crit] = chi_square(c.counts, exact(prompt), n);
     std::printf("[ %s ] chi-square %.1f, critical (1e-4) %.1f, cache hits %ld / %ld\n", name, stat, crit, c.hits,
                 c.lookups);
     EXPECT_LT(stat, crit) << name;
@@ -158,6 +173,20 @@ TEST(SsdSampling, NgramBackupIsLossless) {
     cfg.backup = sched::BackupKind::Ngram;
     cfg.saguaro_c = 0.5f;
     expect_lossless(cfg, "ssd ngram C=0.5", true);
+}
+
+// Prompt lookup first: deterministic lookup chains in some rounds, the draft
+// side's sampled speculations (begun again from the history) in the others.
+TEST(SsdSampling, LookupFirstIsLossless) {
+    sched::SsdConfig cfg = base();
+    cfg.k = 2;
+    cfg.saguaro_c = 0.5f;
+    cfg.lookup = {1, 2, 2};
+    expect_lossless(cfg, "ssd lookup first C=0.5", true, 1, nullptr, kLookupPrompt);
+    // The same through the remote placement's wire format (Begins in_cache
+    // after lookup rounds cross it too).
+    const std::map<int, std::string> none;
+    expect_lossless(cfg, "ssd lookup first over the wire", true, 1, &none, kLookupPrompt);
 }
 
 TEST(SsdSampling, RandomBackupIsLossless) {
