@@ -237,53 +237,48 @@ std::vector<RunConfig> group_configs(const BenchOptions& o, const std::vector<st
         // Prompt lookup first applies to the draft-model, head and ssd methods only.
         const std::vector<int> lookups =
             m == "chain" || m == "tree" || m == "ssd" || is_eagle3_method(m) ? o.lookup_min : std::vector<int>{0};
+        // The method's own configurations, each then run with every lookup setting.
+        std::vector<RunConfig> shapes;
+        RunConfig c = base;
+        c.method = m;
         if (m == "tree" || m == "eagle3") {
             for (int b : o.tree_budget)
                 for (int d : o.tree_depth)
-                    for (int k : o.tree_topk)
-                        for (int lm : lookups) {
-                            RunConfig c = base;
-                            c.method = m;
-                            c.tree_budget = b;
-                            c.tree_depth = d;
-                            c.tree_topk = k;
-                            c.lookup_min = lm;
-                            out.push_back(c);
-                        }
+                    for (int k : o.tree_topk) {
+                        c.tree_budget = b;
+                        c.tree_depth = d;
+                        c.tree_topk = k;
+                        shapes.push_back(c);
+                    }
         } else if (m == "auto" || m == "eagle3-auto") {
             // One configuration per margin (--auto-min-gain): the cost model
             // picks each round's shape, up to the longest draft chain the sweep offers.
+            c.draft_k = o.draft_k.empty() ? 0 : *std::max_element(o.draft_k.begin(), o.draft_k.end());
             for (double g : o.auto_min_gain) {
-                RunConfig c = base;
-                c.method = m;
-                c.draft_k = o.draft_k.empty() ? 0 : *std::max_element(o.draft_k.begin(), o.draft_k.end());
                 c.auto_min_gain = g;
-                out.push_back(c);
+                shapes.push_back(c);
             }
         } else if (m == "ssd") {
+            c.ssd_remote = !o.ssd_remote_addr.empty();
             for (int k : o.ssd_k)
                 for (const auto& f : o.fanout)
-                    for (double cc : o.saguaro_c)
-                        for (int lm : lookups) {
-                            RunConfig c = base;
-                            c.method = m;
-                            c.ssd_k = k;
-                            c.fanout = f;
-                            c.saguaro_c = cc;
-                            c.ssd_remote = !o.ssd_remote_addr.empty();
-                            c.lookup_min = lm;
-                            out.push_back(c);
-                        }
+                    for (double cc : o.saguaro_c) {
+                        c.ssd_k = k;
+                        c.fanout = f;
+                        c.saguaro_c = cc;
+                        shapes.push_back(c);
+                    }
         } else {
-            for (int k : o.draft_k)
-                for (int lm : lookups) {
-                    RunConfig c = base;
-                    c.method = m;
-                    c.draft_k = k;
-                    c.lookup_min = lm;
-                    out.push_back(c);
-                }
+            for (int k : o.draft_k) {
+                c.draft_k = k;
+                shapes.push_back(c);
+            }
         }
+        for (RunConfig& s : shapes)
+            for (int lm : lookups) {
+                s.lookup_min = lm;
+                out.push_back(s);
+            }
     }
     return out;
 }
