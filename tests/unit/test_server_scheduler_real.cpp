@@ -85,14 +85,17 @@ TEST(RealServerScheduler, RequestTimeoutFailsWaitingAndRunningJobs) {
     server::Metrics metrics;
     server::SchedulerOptions so;
     so.max_batch = 1;
-    so.request_timeout_s = 0.3;
+    // 1 s: long enough that the short job at the end completes within it on
+    // a loaded machine (at 0.3 s it failed once in CI beside a build), short
+    // against the 480-token job below (several seconds on one thread).
+    so.request_timeout_s = 1.0;
     BatchScheduler sched(*e, nullptr, so, metrics);
     // Queued before the scheduler runs, and older than the timeout when it
     // first looks: fails without a token.
     auto waiting = job(*e, "cmpl-waiting", 8);
     auto wch = waiting->channel;
     ASSERT_EQ(sched.submit(std::move(waiting)), BatchScheduler::Submit::Ok);
-    std::this_thread::sleep_for(400ms);
+    std::this_thread::sleep_for(1100ms);
     sched.start();
     const Outcome w = drain(*wch);
     EXPECT_EQ(w.texts, 0);
@@ -101,7 +104,7 @@ TEST(RealServerScheduler, RequestTimeoutFailsWaitingAndRunningJobs) {
     EXPECT_EQ(w.last.code, "request_timeout");
     EXPECT_NE(w.last.message.find("--request-timeout"), std::string::npos) << w.last.message;
 
-    // Running: 480 tokens take far longer than 0.3 s; it streams, then fails.
+    // Running: 480 tokens take far longer than 1 s; it streams, then fails.
     auto running = job(*e, "cmpl-running", 480);
     auto rch = running->channel;
     const auto t0 = std::chrono::steady_clock::now();
