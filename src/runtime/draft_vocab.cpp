@@ -47,4 +47,23 @@ void check_draft_vocabulary(const VocabView& target, const VocabView& draft) {
     }
 }
 
+uint64_t vocabulary_fingerprint(const io::Tokenizer& tokens, int n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    const auto mix = [&h](unsigned char c) {
+        h ^= c;
+        h *= 0x100000001b3ull;
+    };
+    for (int id = 0; id < n; ++id) {
+        if (id >= tokens.n_vocab()) {
+            mix(0xff);  // no text (0xff never starts a UTF-8 sequence, nor a length byte below)
+            continue;
+        }
+        const std::string_view t = tokens.token_text(id);
+        // The length first, so that ("ab", "c") and ("a", "bc") differ.
+        for (int b = 0; b < 4; ++b) mix((unsigned char)(t.size() >> (8 * b)));
+        for (char c : t) mix((unsigned char)c);
+    }
+    return h;
+}
+
 }  // namespace specdec::runtime

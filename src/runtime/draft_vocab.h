@@ -7,6 +7,7 @@
 // out-of-vocabulary error at the first target id the draft's table lacks.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace specdec::io {
@@ -33,5 +34,12 @@ struct VocabView {
 // the target's history to the draft unchanged, so the first target token past
 // the draft's table would stop generation with an out-of-vocabulary error.
 void check_draft_vocabulary(const VocabView& target, const VocabView& draft);
+
+// A 64-bit fingerprint (FNV-1a) of the token texts of ids 0..n-1 (an id past
+// the tokenizer's table counts as "no text"): what a remote draft server and
+// its target compare when only a number can cross the link, so that a draft
+// with as many tokens but other texts is refused as check_draft_vocabulary
+// refuses it in process.
+uint64_t vocabulary_fingerprint(const io::Tokenizer& tokens, int n);
 
 }  // namespace specdec::runtime

@@ -29,6 +29,10 @@ struct DraftSideSpec {
     int target_n_ctx = 0;           // the draft cache must hold as much context
     int n_batch = 1;                // sequences (draft cache slots 0..n_batch-1)
     int branch_slots = 0;           // scratch slots per sequence for cached branches
+    // The target's runtime::vocabulary_fingerprint over its n_vocab ids (0:
+    // not known). Not sent: a remote link checks the server's HelloAck
+    // against it, so that a draft of another family is refused.
+    uint64_t target_vocab_fingerprint = 0;
 };
 
 // Rounds the target drafted itself because the draft side failed (a remote

@@ -7,6 +7,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "runtime/draft_vocab.h"
 #include "sched/ssd_proposer.h"
 #include "sched/ssd_trace.h"
 #include "sched/vocab_subset_source.h"
@@ -116,6 +117,7 @@ ProposerBundle make_remote_ssd_proposer(const SsdConfig& cfg, runtime::Engine& t
     spec.target_n_ctx = target.n_ctx();
     spec.n_batch = n_batch;
     spec.branch_slots = cfg.fanout_budget;
+    spec.target_vocab_fingerprint = runtime::vocabulary_fingerprint(target.tokenizer(), spec.target_n_vocab);
     DraftWorkerOptions wo;
     wo.cfg = cfg;
     wo.params = params;
@@ -169,7 +171,13 @@ LoopRun ssd_run(runtime::Engine& target, runtime::Engine* draft, const DraftSide
         stats = SsdStats{};
         if (remote) {
             SPECDEC_CHECK(cfg.vocab_subset_n == 0, "SSD: --vocab-subset needs the draft in this process");
-            SsdScheduler sch(tc, *remote, params, cfg, spec::ExecMode::Performance, trace.get());
+            // The link checks the server's vocabulary against the target's.
+            const uint64_t fingerprint = runtime::vocabulary_fingerprint(target.tokenizer(), target.config().n_vocab);
+            const DraftSideFactory link = [remote, fingerprint](DraftSideSpec spec) {
+                spec.target_vocab_fingerprint = fingerprint;
+                return (*remote)(spec);
+            };
+            SsdScheduler sch(tc, link, params, cfg, spec::ExecMode::Performance, trace.get());
             sch.run(prompts, max_new, on_token, stats, pre);
             return stats.spec;
         }

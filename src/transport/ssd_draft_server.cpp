@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "kv/kv_cache.h"
+#include "runtime/draft_vocab.h"
 #include "sched/ssd_draft_worker.h"
 #include "transport/message_socket.h"
 #include "transport/ssd_wire.h"
@@ -81,6 +82,7 @@ std::vector<uint8_t> DraftServer::hello(const std::string& peer, uint64_t id, st
     a.n_vocab = mc.n_vocab;
     a.n_ctx_train = mc.n_ctx_train;
     a.model = std::filesystem::path(draft_.options().model_path).filename().string();
+    a.vocab_fingerprint = runtime::vocabulary_fingerprint(draft_.tokenizer(), spec.target_n_vocab);
     return encode_hello_ack(id, a);
 }
 

@@ -331,6 +331,7 @@ std::vector<uint8_t> encode_hello_ack(uint64_t id, const HelloAck& a) {
     w.i32(a.n_vocab);
     w.i32(a.n_ctx_train);
     w.str(a.model);
+    w.u64(a.vocab_fingerprint);
     return w.finish();
 }
 
@@ -340,6 +341,7 @@ HelloAck decode_hello_ack(std::span<const uint8_t> payload) {
     a.n_vocab = checked_int(r, 1, 1 << 22, "vocabulary size");
     a.n_ctx_train = checked_int(r, 1, 1 << 24, "training context");
     a.model = r.str(4096);
+    a.vocab_fingerprint = r.u64();
     r.end();
     return a;
 }

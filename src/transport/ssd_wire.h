@@ -1,4 +1,4 @@
-// The wire format of SSD's draft link (schema version 1): the records of
+// The wire format of SSD's draft link (schema version 2): the records of
 // sched/ssd_messages.h and the session handshake, hand-encoded little-endian
 // so that both ends agree byte for byte whatever their compilers.
 //
@@ -32,7 +32,7 @@
 namespace specdec::transport {
 
 inline constexpr uint32_t kWireMagic = 0x57445353u;  // "SSDW" little-endian
-inline constexpr uint16_t kWireVersion = 1;
+inline constexpr uint16_t kWireVersion = 2;  // 2: HelloAck carries the vocabulary fingerprint
 inline constexpr size_t kWireHeaderBytes = 24;
 // The largest payload either side accepts: a batch of 64 speculations of 16
 // sampled drafts over a 256k vocabulary is 1 GiB, far past what a round
@@ -57,6 +57,9 @@ struct HelloAck {
     int n_vocab = 0;        // the draft's vocabulary
     int n_ctx_train = 0;    // the draft's training context
     std::string model;      // the draft model's file name (for logs)
+    // runtime::vocabulary_fingerprint of the draft's token texts over the
+    // target's n_vocab ids (the Hello says how many).
+    uint64_t vocab_fingerprint = 0;
 };
 
 // Bounds that depend on the session: token ids must be < n_vocab, sequence

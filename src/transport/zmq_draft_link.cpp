@@ -88,6 +88,11 @@ std::optional<sched::FromDraft> ZmqDraftLink::receive(double timeout_s) {
                     SPECDEC_CHECK(a.n_vocab == spec_.target_n_vocab, "the draft server at ", opts_.addr, " (",
                                   a.model, ") has a vocabulary of ", a.n_vocab, " tokens, the target ",
                                   spec_.target_n_vocab, ": not a draft for this target");
+                    SPECDEC_CHECK(spec_.target_vocab_fingerprint == 0 ||
+                                      a.vocab_fingerprint == spec_.target_vocab_fingerprint,
+                                  "the draft server at ", opts_.addr, " (", a.model, ") has as many tokens as the "
+                                  "target but other token texts: not a draft for this target (use a draft of the "
+                                  "same model family)");
                     acked_ = true;
                     ++sessions_;
                     note("session " + std::to_string(sessions_) + " with " + opts_.addr + " (" + a.model + ")");

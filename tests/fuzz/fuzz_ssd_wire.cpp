@@ -45,7 +45,8 @@ void run(const uint8_t* data, size_t size) {
         case 2: {
             const HelloAck ack = decode_hello_ack(in);
             const HelloAck again = decode_hello_ack(payload_of(encode_hello_ack(7, ack), WireKind::HelloAck));
-            FUZZ_CHECK(again.n_vocab == ack.n_vocab && again.model == ack.model);
+            FUZZ_CHECK(again.n_vocab == ack.n_vocab && again.model == ack.model &&
+                       again.vocab_fingerprint == ack.vocab_fingerprint);
             break;
         }
         case 3: {

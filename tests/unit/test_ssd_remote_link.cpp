@@ -14,6 +14,7 @@
 #include <fstream>
 #include <thread>
 
+#include "runtime/draft_vocab.h"
 #include "runtime/engine.h"
 #include "transport/ssd_draft_server.h"
 #include "transport/zmq_draft_link.h"
@@ -73,14 +74,17 @@ struct RemoteRun {
     sched::SsdStats st;
 };
 
+// fingerprint: the target's vocabulary fingerprint the link checks the
+// server's against (0: none; the synthetic target has no tokenizer).
 RemoteRun run_remote(test::TinyModel& target, ThreadPool& pool, const std::string& addr, const sched::SsdConfig& cfg,
-               int n, const std::function<void(int)>& after_token) {
+               int n, const std::function<void(int)>& after_token, uint64_t fingerprint = 0) {
     RemoteRun r;
     sched::TargetContext tc{target.model.get(), target.cache.get(), &pool, 256};
-    const sched::DraftSideFactory link = [&](const sched::DraftSideSpec& spec) {
+    const sched::DraftSideFactory link = [&](sched::DraftSideSpec spec) {
         transport::ZmqDraftLinkOptions lo;
         lo.addr = addr;
         lo.log = false;
+        spec.target_vocab_fingerprint = fingerprint;
         return std::make_unique<transport::ZmqDraftLink>(lo, spec);
     };
     sched::SsdScheduler sch(tc, link, sample::SamplingParams{}, cfg);
@@ -117,6 +121,32 @@ TEST(SsdRemote, HealthyServerMatchesAr) {
     EXPECT_EQ(r.out, ref);
     EXPECT_EQ(r.st.fallback.rounds, 0);
     EXPECT_GT(r.st.draft.lookups, 0);
+    std::filesystem::remove(model);
+}
+
+// The HelloAck's fingerprint of the draft's token texts: the same texts
+// serve, other texts with as many tokens are a clear error (not a fault to
+// fall back from: no retry makes them agree).
+TEST(SsdRemote, VocabularyFingerprintIsChecked) {
+    const std::string model = write_model(test::ssd_model_spec(7), "draft");
+    const std::string addr = "ipc://" + (std::filesystem::temp_directory_path() /
+                                         ("specdec-ssd-" + std::to_string(getpid()) + "-v.sock")).string();
+    Server server(model, addr);
+    ThreadPool pool{1};
+    test::TinyModel target(test::ssd_model_spec(7), 256, 1);
+    const int n = 12;
+    const auto ref = test::greedy_ar(target, pool, test::kSsdPrompts[1], n);
+    const int n_vocab = target.model->config().n_vocab;
+    const uint64_t same = runtime::vocabulary_fingerprint(server.draft->tokenizer(), n_vocab);
+    const RemoteRun r = run_remote(target, pool, addr, remote_cfg(), n, [](int) {}, same);
+    EXPECT_EQ(r.out, ref);
+    EXPECT_EQ(r.st.fallback.rounds, 0);
+    try {
+        run_remote(target, pool, addr, remote_cfg(), n, [](int) {}, same ^ 1);
+        ADD_FAILURE() << "a draft with other token texts was accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("other token texts"), std::string::npos) << e.what();
+    }
     std::filesystem::remove(model);
 }
 

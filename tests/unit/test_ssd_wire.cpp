@@ -152,9 +152,10 @@ TEST(SsdWire, HelloRoundTrip) {
 }
 
 TEST(SsdWire, HelloAckAndErrorRoundTrip) {
-    HelloAck a{151936, 32768, "qwen.gguf"};
+    HelloAck a{151936, 32768, "qwen.gguf", 0x9e3779b97f4a7c15ull};
     const auto f1 = encode_hello_ack(9, a);
     const HelloAck b = decode_hello_ack(parse_frame(f1).payload);
+    EXPECT_EQ(b.vocab_fingerprint, a.vocab_fingerprint);
     EXPECT_EQ(b.n_vocab, a.n_vocab);
     EXPECT_EQ(b.n_ctx_train, a.n_ctx_train);
     EXPECT_EQ(b.model, a.model);
