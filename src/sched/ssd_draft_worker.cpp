@@ -108,7 +108,7 @@ void DraftWorker::loop() {
                 handle_begin(m);
                 continue;
             }
-            const bool reply = std::any_of(m.outcomes.begin(), m.outcomes.end(), [](auto& o) { return !o.done; });
+            const bool reply = wants_reply(m);
             FromDraft r = handle_outcomes(m);
             if (reply) outbox_.push(std::move(r));
             const double tb = now_s();
@@ -250,7 +250,8 @@ void DraftWorker::commit_outcomes(const std::vector<DraftOutcome>& outs) {
             const bool caught_up = std::find_if(catch_up.begin(), catch_up.end(),
                                                 [&](auto& c) { return c.first == o.seq; }) != catch_up.end();
             if (!caught_up) cache.commit_length(o.seq, o.accepted + 1);
-            est_.observe_round(o.accepted, L);
+            // An adopted chain's acceptance says nothing about the draft's.
+            if (!S.adopted) est_.observe_round(o.accepted, L);
             emitted_ += o.accepted + 1;
             ++rounds_;
             // Rank of the target's bonus among the draft's guesses at k.
@@ -355,6 +356,18 @@ FromDraft DraftWorker::handle_outcomes(const ToDraft& m) {
         bool hit = false;
         S.reuse_slot = -1;
         S.reuse_scores.clear();
+        S.adopted = !o.adopt.empty();
+        if (S.adopted) {
+            // The target verifies a chain of its own this round (no reply):
+            // it becomes the speculation the cache is built for.
+            SPECDEC_CHECK((int)o.adopt.size() <= K, "SSD: an adopted chain of ", o.adopt.size(),
+                          " tokens is longer than K = ", K);
+            sp.tokens = o.adopt;
+            sp.kind = spec::DraftKind::Deterministic;
+            S.branches.clear();
+            S.spec = std::move(sp);
+            continue;
+        }
         if (was_started[i]) {
             ++st_.lookups;
             ++st_.lookups_k[std::min(o.accepted, K)];
@@ -433,7 +446,7 @@ FromDraft DraftWorker::handle_outcomes(const ToDraft& m) {
         st_.b_star = INFINITY;  // not calibrated yet: JIT
     }
     for (size_t i = 0; i < m.outcomes.size(); ++i)
-        if (!m.outcomes[i].done) reply.specs.push_back(seqs_[m.outcomes[i].seq].spec);
+        if (!m.outcomes[i].done && m.outcomes[i].adopt.empty()) reply.specs.push_back(seqs_[m.outcomes[i].seq].spec);
     fan_ = est_.fanout(opts_.cfg);
     st_.acceptance = est_.acceptance();
     st_.miss_exponent = est_.miss_exponent();

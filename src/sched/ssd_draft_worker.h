@@ -110,6 +110,7 @@ private:
         // for all but the last draft, so the glue forward shrinks to one row.
         int reuse_slot = -1;
         std::vector<float> reuse_scores;  // (L, target vocab)
+        bool adopted = false;             // spec is a chain the target drafted elsewhere (DraftOutcome::adopt)
     };
 
     void loop();

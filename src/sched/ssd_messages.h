@@ -12,6 +12,10 @@
 //            for every likely outcome; target -> draft Outcome{k, bonus};
 //            draft -> target the next Speculation (cache hit or backup).
 //   target -> draft  Outcome{done}         the sequence has ended (no reply)
+//   target -> draft  Outcome{k, bonus, adopt}  this round the target verifies
+//            a chain drafted elsewhere (prompt lookup first): the draft side
+//            takes it as the speculation under verification and builds its
+//            cache for its accept points (no reply for the sequence)
 // One message per round carries every sequence of the batch.
 #pragma once
 
@@ -42,7 +46,11 @@ struct DraftOutcome {
     int32_t bonus = 0;    // t: the token the target chose after them
     int max_drafts = 0;   // cap on the next speculation's length (context room, tokens left)
     bool done = false;    // the sequence has ended: no reply
+    // Non-empty: the chain after `bonus` that the target verifies this round
+    // instead of a speculation of the draft side's (no reply for it).
+    std::vector<int32_t> adopt;
 };
+
 
 struct ToDraft {
     enum class Kind { Begin, Outcomes, Stop };
@@ -52,6 +60,15 @@ struct ToDraft {
     int batch_size = 1;      // sequences still running (the auto backup's b)
     double verify_s = 0;     // the target's last verification (calibrates b*)
 };
+
+// Whether the draft side answers a message: an Outcomes message with a
+// sequence that asks for its next speculation.
+inline bool wants_reply(const ToDraft& m) {
+    if (m.kind != ToDraft::Kind::Outcomes) return false;
+    for (const DraftOutcome& o : m.outcomes)
+        if (!o.done && o.adopt.empty()) return true;
+    return false;
+}
 
 // A speculation: K draft tokens after the root, and how they were drawn.
 struct Speculation {

@@ -200,6 +200,43 @@ void SsdProposer::fall_back(std::span<const spec::ProposeInput> in, std::span<sp
     ++batch_round_;
 }
 
+bool SsdProposer::drafted_elsewhere(const spec::ProposeInput& x, const spec::DraftTree& tree) {
+    // Only a draft side in step can follow; otherwise the next round it
+    // drafts begins the sequence again from its history.
+    if (out_of_sync_ || x.seq < 0 || x.seq >= (int)seqs_.size() || !seqs_[(size_t)x.seq].active) return false;
+    const int L = tree.size() - 1;
+    if (L < 1 || L > opts_.cfg.k || tree.tokens[0] != x.history.back()) return false;
+    for (int j = 1; j <= L; ++j)
+        if (tree.parents[(size_t)j] != j - 1) return false;  // a chain only
+    adopted_.push_back({x, std::vector<int32_t>(tree.tokens.begin() + 1, tree.tokens.end())});
+    return true;
+}
+
+void SsdProposer::add_outcome(const spec::ProposeInput& x, std::vector<int32_t> adopt, ToDraft& m, ToDraft& begins) {
+    Seq& S = seqs_[(size_t)x.seq];
+    DraftOutcome o;
+    o.seq = x.seq;
+    o.accepted = S.accepted;
+    o.bonus = x.history.back();  // the root of the next speculation
+    // A speculation of L drafts is a tree of L + 1 nodes.
+    o.max_drafts = std::max(0, x.max_nodes - 1);
+    o.adopt = std::move(adopt);
+    if (x.history.size() != S.next_len) {
+        // The draft side is behind (or in a new session): it takes the
+        // history but its last token, keeping what its cache holds of it,
+        // then that token as a first bonus: the state of a sequence after
+        // its prefill.
+        begins.begins.push_back({x.seq, std::vector<int32_t>(x.history.begin(), x.history.end() - 1), true});
+        const size_t held = S.next_len == 0 ? 0 : std::min(x.history.size() - 1, S.proposed_len);
+        begun_tokens_ += (long)(x.history.size() - 1 - held);
+        o.accepted = 0;
+        S.accepted = 0;
+        S.round = 0;  // no speculation cache to look this round up in
+    }
+    S.proposed_len = x.history.size();
+    m.outcomes.push_back(std::move(o));
+}
+
 void SsdProposer::propose(std::span<const spec::ProposeInput> in, std::span<spec::DraftTree> out, Rng&) {
     for (const spec::ProposeInput& x : in) {
         SPECDEC_CHECK(x.seq >= 0 && x.seq < (int)seqs_.size() && seqs_[(size_t)x.seq].active, "SSD: sequence ",
@@ -217,34 +254,14 @@ void SsdProposer::propose(std::span<const spec::ProposeInput> in, std::span<spec
     m.kind = ToDraft::Kind::Outcomes;
     ToDraft begins;
     begins.kind = ToDraft::Kind::Begin;
-    for (const spec::ProposeInput& x : in) {
-        Seq& S = seqs_[(size_t)x.seq];
-        DraftOutcome o;
-        o.seq = x.seq;
-        o.accepted = S.accepted;
-        o.bonus = x.history.back();  // the root of the next speculation
-        // A speculation of L drafts is a tree of L + 1 nodes.
-        o.max_drafts = std::max(0, x.max_nodes - 1);
-        if (x.history.size() != S.next_len) {
-            // The draft side is behind (or in a new session): it takes the
-            // history but its last token, keeping what its cache holds of
-            // it, then that token as a first bonus: the state of a sequence
-            // after its prefill.
-            begins.begins.push_back({x.seq, std::vector<int32_t>(x.history.begin(), x.history.end() - 1), true});
-            const size_t held = S.next_len == 0 ? 0 : std::min(x.history.size() - 1, S.proposed_len);
-            begun_tokens_ += (long)(x.history.size() - 1 - held);
-            o.accepted = 0;
-            S.accepted = 0;
-            S.round = 0;  // no speculation cache to look this round up in
-        }
-        S.proposed_len = x.history.size();
-        m.outcomes.push_back(o);
-    }
+    m.batch_size = (int)(in.size() + adopted_.size());
+    for (const spec::ProposeInput& x : in) add_outcome(x, {}, m, begins);
+    for (Adopted& a : adopted_) add_outcome(a.in, std::move(a.chain), m, begins);
+    adopted_.clear();
     if (!begins.begins.empty()) side_->send(std::move(begins));
-    m.batch_size = (int)in.size();
     m.verify_s = last_verify_s_;
     if (in.empty()) {
-        if (!m.outcomes.empty()) side_->send(std::move(m));  // ends only: no reply
+        if (!m.outcomes.empty()) side_->send(std::move(m));  // ends and adopted chains only: no reply
         return;
     }
     side_->send(std::move(m));

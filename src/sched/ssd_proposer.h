@@ -84,6 +84,10 @@ public:
     void begin_with_prompt(int seq, std::span<const int32_t> prompt) override;
     // The draft side stops working for it (a Done outcome with the next message).
     void end(int seq) override;
+    // A lookup chain of at most K tokens: the draft side adopts it as the
+    // speculation under verification and builds its cache for its outcomes,
+    // so that the next round is a cache lookup, not a miss.
+    bool drafted_elsewhere(const spec::ProposeInput& in, const spec::DraftTree& tree) override;
     void propose(std::span<const spec::ProposeInput> in, std::span<spec::DraftTree> out, Rng& rng) override;
     void observe(const spec::RoundFeedback& fb) override;
 
@@ -140,6 +144,15 @@ private:
     // overlapped their verification.
     std::vector<SsdRoundRecord> round_recs_, pending_;
     ToDraft done_;  // done outcomes not sent yet (ride with the next outcomes)
+    // This round's chains drafted elsewhere that the draft side adopts (sent with the round's outcomes).
+    struct Adopted {
+        spec::ProposeInput in;
+        std::vector<int32_t> chain;
+    };
+    std::vector<Adopted> adopted_;
+    // The outcome message entry for x (and a Begin for it in `begins` when
+    // the draft side is behind); `adopt`: the chain it adopts, if any.
+    void add_outcome(const spec::ProposeInput& x, std::vector<int32_t> adopt, ToDraft& m, ToDraft& begins);
     // Fault handling (remote sides).
     bool out_of_sync_ = false;   // the draft side may not hold the sequences' state
     int fault_streak_ = 0;       // consecutive failed attempts

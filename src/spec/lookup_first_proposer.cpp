@@ -17,6 +17,7 @@ LookupFirstProposer::LookupFirstProposer(std::unique_ptr<Proposer> draft, const 
 void LookupFirstProposer::propose(std::span<const ProposeInput> in, std::span<DraftTree> out, Rng& rng) {
     rest_in_.clear();
     rest_of_.clear();
+    followed_seqs_.clear();
     for (size_t i = 0; i < in.size(); ++i) {
         const int room = std::min(opts_.max_draft, in[i].max_nodes - 1);
         std::vector<int32_t> cont;
@@ -29,11 +30,11 @@ void LookupFirstProposer::propose(std::span<const ProposeInput> in, std::span<Dr
         out[i].assign_chain(in[i].history.back(), cont);
         out[i].from_lookup = true;
         ++lookup_rounds_;
+        if (draft_->drafted_elsewhere(in[i], out[i])) followed_seqs_.push_back(in[i].seq);
     }
     drafted_ = !rest_in_.empty();
-    drafted_seqs_.clear();
-    for (const ProposeInput& x : rest_in_) drafted_seqs_.push_back(x.seq);
-    if (!drafted_) return;
+    for (const ProposeInput& x : rest_in_) followed_seqs_.push_back(x.seq);
+    if (!drafted_ && followed_seqs_.empty()) return;
     rest_out_.resize(rest_in_.size());
     draft_->propose(rest_in_, rest_out_, rng);
     for (size_t j = 0; j < rest_of_.size(); ++j) out[rest_of_[j]] = std::move(rest_out_[j]);
@@ -43,7 +44,7 @@ void LookupFirstProposer::propose(std::span<const ProposeInput> in, std::span<Dr
 void LookupFirstProposer::observe(const RoundFeedback& fb) {
     drafted_outcomes_.clear();
     for (const RoundOutcome& o : fb.seqs)
-        if (std::find(drafted_seqs_.begin(), drafted_seqs_.end(), o.seq) != drafted_seqs_.end())
+        if (std::find(followed_seqs_.begin(), followed_seqs_.end(), o.seq) != followed_seqs_.end())
             drafted_outcomes_.push_back(o);
     RoundFeedback mine = fb;
     mine.seqs = drafted_outcomes_;

@@ -37,7 +37,8 @@ public:
     void prefill(int seq, std::span<const int32_t> history) override { draft_->prefill(seq, history); }
     void end(int seq) override { draft_->end(seq); }
     void propose(std::span<const ProposeInput> in, std::span<DraftTree> out, Rng& rng) override;
-    // The wrapped proposer learns from the rounds it drafted, not from the lookup chains.
+    // The wrapped proposer learns from the rounds it drafted or followed, not
+    // from the other lookup chains.
     void observe(const RoundFeedback& fb) override;
     double last_forward_s() const override { return drafted_ ? draft_->last_forward_s() : 0.0; }
     // A head that reads target features gets every committed token's, lookup rounds included.
@@ -56,7 +57,9 @@ private:
     std::vector<ProposeInput> rest_in_;
     std::vector<DraftTree> rest_out_;
     std::vector<size_t> rest_of_;
-    std::vector<int> drafted_seqs_;  // the sequences of the last propose that the draft proposer drafted
+    // The sequences of the last propose that the draft proposer drafted or
+    // followed (drafted_elsewhere): their outcomes go to it.
+    std::vector<int> followed_seqs_;
     std::vector<RoundOutcome> drafted_outcomes_;
 };
 

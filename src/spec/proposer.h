@@ -82,6 +82,13 @@ public:
     // out of one propose call has not ended (a wrapper such as lookup first
     // may have drafted it elsewhere).
     virtual void end(int seq) {}
+    // This round the tree for in.seq comes from elsewhere (a lookup-first
+    // wrapper's chain), called before propose for the other sequences. A
+    // proposer that works between rounds may follow it (SSD's draft side
+    // builds its cache for that chain's outcomes); it returns true when it
+    // did, and then it also gets this round's propose call, even with no
+    // inputs, and the sequence's outcome in observe. The default ignores it.
+    virtual bool drafted_elsewhere(const ProposeInput& in, const DraftTree& tree) { return false; }
     // One tree per input, out[i] for in[i]. Random choices draw from rng.
     virtual void propose(std::span<const ProposeInput> in, std::span<DraftTree> out, Rng& rng) = 0;
     // Seconds spent in draft-model forwards during the last propose (0 if none).

@@ -120,11 +120,9 @@ std::vector<uint8_t> DraftServer::handle(const std::string& peer, std::span<cons
                 lim.n_seq = session_->spec.n_batch;  // slots past the batch are the worker's scratch
                 sched::ToDraft m = decode_to_draft(f.payload, lim);
                 if (m.kind == sched::ToDraft::Kind::Stop) return {};  // the session ends with the next Hello
-                const bool wants_reply =
-                    m.kind == sched::ToDraft::Kind::Outcomes &&
-                    std::any_of(m.outcomes.begin(), m.outcomes.end(), [](auto& o) { return !o.done; });
+                const bool reply = sched::wants_reply(m);
                 session_->worker->send(std::move(m));
-                if (!wants_reply) return {};
+                if (!reply) return {};
                 // The worker answers every such message (an error reply if it failed).
                 const sched::FromDraft r = *session_->worker->receive(0);
                 if (!r.error.empty()) log("worker: " + r.error);

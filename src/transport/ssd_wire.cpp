@@ -362,6 +362,7 @@ std::vector<uint8_t> encode_to_draft(uint64_t id, const sched::ToDraft& m) {
         w.i32(o.bonus);
         w.i32(o.max_drafts);
         w.u8(o.done ? 1 : 0);
+        w.i32s(o.adopt);
     }
     w.i32(m.batch_size);
     w.f64(m.verify_s);
@@ -381,7 +382,7 @@ sched::ToDraft decode_to_draft(std::span<const uint8_t> payload, const WireLimit
         b.in_cache = r.flag();
         b.prompt = r.tokens(lim.n_vocab);
     }
-    const size_t no = r.count(17);
+    const size_t no = r.count(21);
     m.outcomes.resize(no);
     for (sched::DraftOutcome& o : m.outcomes) {
         o.seq = checked_seq(r, lim);
@@ -389,6 +390,8 @@ sched::ToDraft decode_to_draft(std::span<const uint8_t> payload, const WireLimit
         o.bonus = checked_int(r, 0, lim.n_vocab > 0 ? lim.n_vocab - 1 : (1 << 22), "bonus token");
         o.max_drafts = checked_int(r, 0, 1 << 20, "draft cap");
         o.done = r.flag();
+        o.adopt = r.tokens(lim.n_vocab);
+        if (o.adopt.size() > 64) throw WireError("wire: an adopted chain of more than 64 tokens");
     }
     m.batch_size = checked_int(r, 0, 1 << 16, "batch size");
     m.verify_s = finite(r.f64(), "verification time");

@@ -32,7 +32,7 @@
 namespace specdec::transport {
 
 inline constexpr uint32_t kWireMagic = 0x57445353u;  // "SSDW" little-endian
-inline constexpr uint16_t kWireVersion = 2;  // 2: HelloAck carries the vocabulary fingerprint
+inline constexpr uint16_t kWireVersion = 2;  // 2: the HelloAck's vocabulary fingerprint, outcomes' adopted chains
 inline constexpr size_t kWireHeaderBytes = 24;
 // The largest payload either side accepts: a batch of 64 speculations of 16
 // sampled drafts over a 256k vocabulary is 1 GiB, far past what a round

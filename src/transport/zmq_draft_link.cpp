@@ -55,9 +55,7 @@ void ZmqDraftLink::send(sched::ToDraft msg) {
         broken_ = true;
         return;
     }
-    const bool wants_reply = msg.kind == sched::ToDraft::Kind::Outcomes &&
-                             std::any_of(msg.outcomes.begin(), msg.outcomes.end(), [](auto& o) { return !o.done; });
-    if (wants_reply) awaited_id_ = id;
+    if (sched::wants_reply(msg)) awaited_id_ = id;
 }
 
 std::optional<sched::FromDraft> ZmqDraftLink::receive(double timeout_s) {

@@ -34,8 +34,7 @@ public:
         const transport::WireFrame f = transport::parse_frame(frame);
         transport::WireLimits lim{spec_.target_n_vocab, spec_.n_batch};
         worker_->send(transport::decode_to_draft(f.payload, lim));
-        const bool reply = m.kind == sched::ToDraft::Kind::Outcomes &&
-                           std::any_of(m.outcomes.begin(), m.outcomes.end(), [](auto& o) { return !o.done; });
+        const bool reply = sched::wants_reply(m);
         if (!reply) return;
         // The fault of this reply decides whether the server ever saw it.
         const auto it = faults_.find(n_replies_);

@@ -51,8 +51,9 @@ sched::ToDraft a_to_draft() {
     sched::ToDraft m;
     m.kind = sched::ToDraft::Kind::Outcomes;
     m.begins.push_back({2, {1, 2, 3, 49}, true});
-    m.outcomes.push_back({0, 3, 17, 5, false});
-    m.outcomes.push_back({1, 0, 0, 0, true});
+    m.outcomes.push_back({0, 3, 17, 5, false, {}});
+    m.outcomes.push_back({2, 1, 9, 4, false, {4, 5, 6}});  // an adopted chain
+    m.outcomes.push_back({1, 0, 0, 0, true, {}});
     m.batch_size = 2;
     m.verify_s = 0.0123;
     return m;
@@ -175,8 +176,9 @@ TEST(SsdWire, ToDraftRoundTrip) {
         EXPECT_EQ(d.begins[0].seq, 2);
         EXPECT_EQ(d.begins[0].prompt, m.begins[0].prompt);
         EXPECT_TRUE(d.begins[0].in_cache);
-        ASSERT_EQ(d.outcomes.size(), 2u);
-        for (size_t i = 0; i < 2; ++i) {
+        ASSERT_EQ(d.outcomes.size(), 3u);
+        for (size_t i = 0; i < 3; ++i) {
+            EXPECT_EQ(d.outcomes[i].adopt, m.outcomes[i].adopt);
             EXPECT_EQ(d.outcomes[i].seq, m.outcomes[i].seq);
             EXPECT_EQ(d.outcomes[i].accepted, m.outcomes[i].accepted);
             EXPECT_EQ(d.outcomes[i].bonus, m.outcomes[i].bonus);
