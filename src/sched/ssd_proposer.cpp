@@ -209,6 +209,12 @@ bool SsdProposer::drafted_elsewhere(const spec::ProposeInput& x, const spec::Dra
     for (int j = 1; j <= L; ++j)
         if (tree.parents[(size_t)j] != j - 1) return false;  // a chain only
     adopted_.push_back({x, std::vector<int32_t>(tree.tokens.begin() + 1, tree.tokens.end())});
+    Seq& S = seqs_[(size_t)x.seq];
+    if (trace_) {
+        SsdRoundRecord rec = round_record(x, S, adopted_.back().chain, 0.0);
+        rec.from_lookup = true;
+        adopted_recs_.push_back(std::move(rec));
+    }
     return true;
 }
 
@@ -234,6 +240,7 @@ void SsdProposer::add_outcome(const spec::ProposeInput& x, std::vector<int32_t> 
         S.round = 0;  // no speculation cache to look this round up in
     }
     S.proposed_len = x.history.size();
+    if (!o.adopt.empty()) ++S.round;  // the draft side's next speculation for it is looked up in its cache
     m.outcomes.push_back(std::move(o));
 }
 
@@ -329,6 +336,8 @@ void SsdProposer::propose(std::span<const spec::ProposeInput> in, std::span<spec
 
 void SsdProposer::observe(const spec::RoundFeedback& fb) {
     last_verify_s_ = fb.forward_s;
+    for (SsdRoundRecord& rec : adopted_recs_) round_recs_.push_back(std::move(rec));
+    adopted_recs_.clear();
     for (const spec::RoundOutcome& o : fb.seqs) {
         if (o.seq < 0 || o.seq >= (int)seqs_.size()) continue;
         Seq& S = seqs_[(size_t)o.seq];
@@ -345,7 +354,9 @@ void SsdProposer::observe(const spec::RoundFeedback& fb) {
         }
     }
     if (trace_) {
-        pending_ = std::move(round_recs_);
+        // Appended: a round of adopted lookup chains only gets no reply, so
+        // the records before it are still waiting for a build time.
+        for (SsdRoundRecord& rec : round_recs_) pending_.push_back(std::move(rec));
         round_recs_.clear();
     }
 }

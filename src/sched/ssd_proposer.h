@@ -150,6 +150,7 @@ private:
         std::vector<int32_t> chain;
     };
     std::vector<Adopted> adopted_;
+    std::vector<SsdRoundRecord> adopted_recs_;  // their trace records (joined to the round's in observe)
     // The outcome message entry for x (and a Begin for it in `begins` when
     // the draft side is behind); `adopt`: the chain it adopts, if any.
     void add_outcome(const spec::ProposeInput& x, std::vector<int32_t> adopt, ToDraft& m, ToDraft& begins);

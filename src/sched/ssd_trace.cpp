@@ -13,10 +13,11 @@ nlohmann::json ssd_round_json(const SsdRoundRecord& r) {
     j["prefix_len"] = r.prefix_len;
     j["root"] = r.root;
     j["drafts"] = r.drafts;
+    j["source"] = r.from_lookup ? "lookup" : "draft";
     j["lookup"] = r.lookup;
     j["lookup_k"] = r.lookup_k;
     j["hit"] = r.hit;
-    j["backup"] = r.hit ? nlohmann::json(nullptr) : nlohmann::json(backup_name(r.backup));
+    j["backup"] = r.hit || r.from_lookup ? nlohmann::json(nullptr) : nlohmann::json(backup_name(r.backup));
     j["fallback"] = r.fallback.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.fallback);
     j["accepted"] = r.accepted;
     j["bonus"] = r.bonus >= 0 ? nlohmann::json(r.bonus) : nlohmann::json(nullptr);

@@ -8,6 +8,8 @@
 // verification, the backups and the target's stall waiting for them. Rounds
 // the target drafted itself because a remote draft side failed say why in
 // "fallback" (timeout, disconnected, invalid, error, backoff; null otherwise).
+// "source" is "lookup" for a round whose chain came from prompt lookup first
+// (the draft side adopted it: no cache lookup, no backup), "draft" otherwise.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +30,7 @@ struct SsdRoundRecord {
     int prefix_len = 0;             // committed tokens before the root
     int32_t root = 0;
     std::vector<int32_t> drafts;    // the speculation after the root
+    bool from_lookup = false;       // a prompt-lookup chain (lookup first) the draft side adopted
     bool lookup = false;            // the draft looked this speculation up in its cache
     int lookup_k = -1;              // the accept point it was looked up for (-1: no lookup)
     bool hit = false;

@@ -68,11 +68,14 @@ def _approx(v: float):
     return pytest.approx(v, rel=1e-6, abs=1e-9)
 
 
-def test_lookup_first_matches_ar():
-    """--lookup-min with ssd: lookup chains where the history repeats, the
-    draft side's speculations (and cache hits) elsewhere; greedy equals AR."""
+def test_lookup_first_matches_ar(tmp_path):
+    """--lookup-min with ssd: lookup chains where the history repeats (the
+    draft side adopts them), the draft side's speculations elsewhere; greedy
+    equals AR, and the trace has every round, lookup ones as "source":
+    "lookup"."""
     prompt = "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n\ndef mul(a, b):\n"
-    r = run(*ssd("-p", prompt, "-n", "48", "-t", "2", "--ssd-k", "3", "--lookup-min", "2"))
+    trace = tmp_path / "ssd.jsonl"
+    r = run(*ssd("-p", prompt, "-n", "48", "-t", "2", "--ssd-k", "3", "--lookup-min", "2", "--trace", str(trace)))
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     ar = run("generate", "-m", str(model_path(MODEL)), "--json", "--ignore-eos", "-p", prompt, "-n", "48", "-t", "2")
@@ -80,6 +83,13 @@ def test_lookup_first_matches_ar():
     assert out["tokens"] == json.loads(ar.stdout)["tokens"]
     assert out["lookup_rounds"] > 0 and out["rounds"] > out["lookup_rounds"], out
     assert out["cache_lookups"] > 0, out  # hits depend on whether a build finishes before the outcome
+    rounds = [json.loads(x) for x in trace.read_text().splitlines()][1:]
+    assert len(rounds) == out["rounds"]  # batch 1: one line per round, lookup rounds included
+    assert sum(x["source"] == "lookup" for x in rounds) == out["lookup_rounds"]
+    assert all(x["backup"] is None and not x["lookup"] for x in rounds if x["source"] == "lookup")
+    assert sum(x["lookup"] for x in rounds) == out["cache_lookups"]
+    assert sum(x["hit"] for x in rounds) == out["cache_hits"]
+    assert [t for x in rounds for t in x["emitted"]] == out["tokens"][1:]
 
 
 def test_thread_layout_options_are_reported():
