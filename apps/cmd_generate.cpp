@@ -134,8 +134,9 @@ int cmd_generate(int argc, char** argv) {
     ssd_cli.apply(ssd);
     ssd.ngram_min = spec.ngram_min;
     ssd.ngram_max = spec.ngram_max;
-    ssd.lookup = sched::lookup_first_options(spec);
-    if (spec.lookup_k == 0) ssd.lookup.max_draft = ssd.k;  // the speculation's own length
+    sched::SpecConfig lookup_cfg = spec;
+    lookup_cfg.draft_k = ssd.k;  // a lookup chain as long as a speculation, unless --lookup-k says otherwise
+    ssd.lookup = sched::lookup_first_options(lookup_cfg);
     ssd.trace_path = spec.trace_path;
     ssd.vocab_subset_n = spec.vocab_subset_n;
     ssd.vocab_subset_path = spec.vocab_subset_path;

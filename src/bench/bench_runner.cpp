@@ -173,6 +173,8 @@ Engines load_engines(const BenchOptions& o, int threads, int n_seq, bool need_dr
     return e;
 }
 
+sched::SpecConfig spec_config(const RunConfig& c, const BenchOptions& o);
+
 sched::SsdConfig ssd_config(const RunConfig& c, const BenchOptions& o) {
     sched::SsdConfig s;
     s.k = c.ssd_k;
@@ -182,7 +184,9 @@ sched::SsdConfig ssd_config(const RunConfig& c, const BenchOptions& o) {
     s.backup = sched::parse_backup(o.ssd_backup);
     s.ngram_min = o.ngram_min;
     s.ngram_max = o.ngram_max;
-    if (c.lookup_min > 0) s.lookup = {c.lookup_min, std::max(c.lookup_min, o.ngram_max), s.k};
+    sched::SpecConfig lookup_cfg = spec_config(c, o);
+    lookup_cfg.draft_k = s.k;  // a lookup chain as long as a speculation
+    s.lookup = sched::lookup_first_options(lookup_cfg);
     // Same cores as the other methods of the row: the draft side takes its
     // share, the target the rest.
     s.draft_threads = std::max(1, std::min(o.draft_threads, c.threads - 1));

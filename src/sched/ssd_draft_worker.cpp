@@ -446,7 +446,7 @@ FromDraft DraftWorker::handle_outcomes(const ToDraft& m) {
         st_.b_star = INFINITY;  // not calibrated yet: JIT
     }
     for (size_t i = 0; i < m.outcomes.size(); ++i)
-        if (!m.outcomes[i].done && m.outcomes[i].adopt.empty()) reply.specs.push_back(seqs_[m.outcomes[i].seq].spec);
+        if (asks_for_speculation(m.outcomes[i])) reply.specs.push_back(seqs_[m.outcomes[i].seq].spec);
     fan_ = est_.fanout(opts_.cfg);
     st_.acceptance = est_.acceptance();
     st_.miss_exponent = est_.miss_exponent();

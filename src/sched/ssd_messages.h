@@ -61,12 +61,16 @@ struct ToDraft {
     double verify_s = 0;     // the target's last verification (calibrates b*)
 };
 
+// Whether an outcome asks the draft side for the sequence's next speculation
+// (not an end, not an adopted chain).
+inline bool asks_for_speculation(const DraftOutcome& o) { return !o.done && o.adopt.empty(); }
+
 // Whether the draft side answers a message: an Outcomes message with a
 // sequence that asks for its next speculation.
 inline bool wants_reply(const ToDraft& m) {
     if (m.kind != ToDraft::Kind::Outcomes) return false;
     for (const DraftOutcome& o : m.outcomes)
-        if (!o.done && o.adopt.empty()) return true;
+        if (asks_for_speculation(o)) return true;
     return false;
 }
 

@@ -33,10 +33,13 @@
 // every round.
 //
 // Rounds that another proposer drafts (a lookup-first wrapper takes a
-// sequence's round when its history repeats an n-gram) leave the draft side
-// behind: the next propose for that sequence sees a longer history than the
-// draft side's and begins it again from the history, keeping the prefix the
-// draft cache holds (DraftBegin::in_cache), then goes on as after a prefill.
+// sequence's round when its history repeats an n-gram): a chain of at most K
+// tokens is adopted (drafted_elsewhere), so the draft side builds its cache
+// for it as for its own speculation. A round it did not follow (a longer
+// chain, or a remote side out of sync) leaves it behind: the next propose
+// for that sequence sees a longer history than the draft side's and begins it
+// again from the history, keeping the prefix the draft cache holds
+// (DraftBegin::in_cache), then goes on as after a prefill.
 //
 // Draft-cache sequence s serves target sequence s; the worker's scratch
 // branch slots follow the highest sequence that began, so every sequence of

@@ -14,6 +14,23 @@
 
 namespace specdec::sched {
 
+namespace {
+// What a remote draft side's Hello asks for: the target's SSD options,
+// sampling, vocabulary and context, and n_batch sequences with their branch
+// slots.
+DraftSideSpec remote_spec(const SsdConfig& cfg, const sample::SamplingParams& params, int n_vocab, int n_ctx,
+                          int n_batch) {
+    DraftSideSpec spec;
+    spec.cfg = cfg;
+    spec.params = params;
+    spec.target_n_vocab = n_vocab;
+    spec.target_n_ctx = n_ctx;
+    spec.n_batch = n_batch;
+    spec.branch_slots = cfg.fanout_budget;
+    return spec;
+}
+}  // namespace
+
 SsdScheduler::SsdScheduler(const TargetContext& target, const DraftContext& draft,
                            const sample::SamplingParams& params, const SsdConfig& cfg, spec::ExecMode mode,
                            spec::TraceWriter* trace)
@@ -44,14 +61,8 @@ void SsdScheduler::run(const std::vector<std::vector<int32_t>>& prompts, const s
         SPECDEC_CHECK(B >= 1 && B <= tgt_.cache->n_seq(), "SSD: batch of ", B, " sequences, the cache holds ",
                       tgt_.cache->n_seq());
         SPECDEC_CHECK(!pre, "SSD: a shared prefill needs the draft cache in this process");
-        DraftSideSpec spec;
-        spec.cfg = cfg_;
-        spec.params = params_;
-        spec.target_n_vocab = wo.target_n_vocab;
-        spec.target_n_ctx = tgt_.cache->n_ctx();
-        spec.n_batch = B;
-        spec.branch_slots = cfg_.fanout_budget;
-        owned = std::make_unique<SsdProposer>(remote_(spec), wo, B, trace_);
+        owned = std::make_unique<SsdProposer>(
+            remote_(remote_spec(cfg_, params_, wo.target_n_vocab, tgt_.cache->n_ctx(), B)), wo, B, trace_);
     } else {
         SPECDEC_CHECK(B >= 1 && B <= tgt_.cache->n_seq() && B <= draft_.cache->n_seq(), "SSD: batch of ", B,
                       " sequences, the caches hold ", tgt_.cache->n_seq(), " and ", draft_.cache->n_seq());
@@ -110,13 +121,7 @@ ProposerBundle make_remote_ssd_proposer(const SsdConfig& cfg, runtime::Engine& t
                                         int n_batch, const sample::SamplingParams& params) {
     cfg.validate();
     SPECDEC_CHECK(n_batch >= 1 && remote, "SSD: a remote draft side and a batch of at least one sequence");
-    DraftSideSpec spec;
-    spec.cfg = cfg;
-    spec.params = params;
-    spec.target_n_vocab = target.config().n_vocab;
-    spec.target_n_ctx = target.n_ctx();
-    spec.n_batch = n_batch;
-    spec.branch_slots = cfg.fanout_budget;
+    DraftSideSpec spec = remote_spec(cfg, params, target.config().n_vocab, target.n_ctx(), n_batch);
     spec.target_vocab_fingerprint = runtime::vocabulary_fingerprint(target.tokenizer(), spec.target_n_vocab);
     DraftWorkerOptions wo;
     wo.cfg = cfg;

@@ -106,66 +106,72 @@ sched::SsdConfig remote_cfg() {
     return cfg;
 }
 
+// A draft server (the seed-7 synthetic draft, as a file) on an ipc://
+// address of its own, and the seed-7 synthetic target; the draft's file is
+// removed at the end.
+struct Remote {
+    std::string model, addr;
+    Server server;
+    ThreadPool pool{1};
+    test::TinyModel target{test::ssd_model_spec(7), 256, 1};
+    explicit Remote(const std::string& tag)
+        : model(write_model(test::ssd_model_spec(7), "draft")),
+          addr("ipc://" + (std::filesystem::temp_directory_path() /
+                           ("specdec-ssd-" + std::to_string(getpid()) + "-" + tag + ".sock"))
+                              .string()),
+          server(model, addr) {}
+    ~Remote() {
+        server.shut();
+        std::filesystem::remove(model);
+    }
+    std::vector<int32_t> ar(int n) { return test::greedy_ar(target, pool, test::kSsdPrompts[1], n); }
+    RemoteRun run(int n, const std::function<void(int)>& after_token = [](int) {}, uint64_t fingerprint = 0) {
+        return run_remote(target, pool, addr, remote_cfg(), n, after_token, fingerprint);
+    }
+};
+
 }  // namespace
 
 TEST(SsdRemote, HealthyServerMatchesAr) {
-    const std::string model = write_model(test::ssd_model_spec(7), "draft");
-    const std::string addr = "ipc://" + (std::filesystem::temp_directory_path() /
-                                         ("specdec-ssd-" + std::to_string(getpid()) + "-a.sock")).string();
-    Server server(model, addr);
-    ThreadPool pool{1};
-    test::TinyModel target(test::ssd_model_spec(7), 256, 1);
+    Remote m("a");
     const int n = 40;
-    const auto ref = test::greedy_ar(target, pool, test::kSsdPrompts[1], n);
-    const RemoteRun r = run_remote(target, pool, addr, remote_cfg(), n, [](int) {});
+    const auto ref = m.ar(n);
+    const RemoteRun r = m.run(n);
     EXPECT_EQ(r.out, ref);
     EXPECT_EQ(r.st.fallback.rounds, 0);
     EXPECT_GT(r.st.draft.lookups, 0);
-    std::filesystem::remove(model);
 }
 
 // The HelloAck's fingerprint of the draft's token texts: the same texts
 // serve, other texts with as many tokens are a clear error (not a fault to
 // fall back from: no retry makes them agree).
 TEST(SsdRemote, VocabularyFingerprintIsChecked) {
-    const std::string model = write_model(test::ssd_model_spec(7), "draft");
-    const std::string addr = "ipc://" + (std::filesystem::temp_directory_path() /
-                                         ("specdec-ssd-" + std::to_string(getpid()) + "-v.sock")).string();
-    Server server(model, addr);
-    ThreadPool pool{1};
-    test::TinyModel target(test::ssd_model_spec(7), 256, 1);
+    Remote m("v");
     const int n = 12;
-    const auto ref = test::greedy_ar(target, pool, test::kSsdPrompts[1], n);
-    const int n_vocab = target.model->config().n_vocab;
-    const uint64_t same = runtime::vocabulary_fingerprint(server.draft->tokenizer(), n_vocab);
-    const RemoteRun r = run_remote(target, pool, addr, remote_cfg(), n, [](int) {}, same);
+    const auto ref = m.ar(n);
+    const int n_vocab = m.target.model->config().n_vocab;
+    const uint64_t same = runtime::vocabulary_fingerprint(m.server.draft->tokenizer(), n_vocab);
+    const RemoteRun r = m.run(n, [](int) {}, same);
     EXPECT_EQ(r.out, ref);
     EXPECT_EQ(r.st.fallback.rounds, 0);
     try {
-        run_remote(target, pool, addr, remote_cfg(), n, [](int) {}, same ^ 1);
+        m.run(n, [](int) {}, same ^ 1);
         ADD_FAILURE() << "a draft with other token texts was accepted";
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("other token texts"), std::string::npos) << e.what();
     }
-    std::filesystem::remove(model);
 }
 
 TEST(SsdRemote, ServerGoneMidRunFallsBackToLocalDrafts) {
-    const std::string model = write_model(test::ssd_model_spec(7), "draft");
-    const std::string addr = "ipc://" + (std::filesystem::temp_directory_path() /
-                                         ("specdec-ssd-" + std::to_string(getpid()) + "-b.sock")).string();
-    Server server(model, addr);
-    ThreadPool pool{1};
-    test::TinyModel target(test::ssd_model_spec(7), 256, 1);
+    Remote m("b");
     const int n = 60;
-    const auto ref = test::greedy_ar(target, pool, test::kSsdPrompts[1], n);
-    const RemoteRun r = run_remote(target, pool, addr, remote_cfg(), n, [&](int emitted) {
-        if (emitted == 12) server.shut();
+    const auto ref = m.ar(n);
+    const RemoteRun r = m.run(n, [&](int emitted) {
+        if (emitted == 12) m.server.shut();
     });
     EXPECT_EQ(r.out, ref);
     EXPECT_GT(r.st.fallback.rounds, 0);
     // One bounded wait at most for the reply in flight, then no-connection rounds.
     EXPECT_LE(r.st.fallback.timeout, 1);
     EXPECT_LT(r.st.stall_s, 5.0);
-    std::filesystem::remove(model);
 }
