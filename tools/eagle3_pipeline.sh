@@ -10,6 +10,8 @@
 #   DRAFT_VOCAB N_FF TTT LR     head and objective (eagle3_train.py)
 #   BATCH_TOKENS MAX_TOKENS MINUTES   training length (rows, wall minutes)
 #   THREADS                     CPU threads for every stage
+#   SPECDEC                     the engine binary the data stage runs (default build/release/specdec;
+#                               a frozen copy keeps a long run off the binary that later builds replace)
 #   TRAIN_ARGS                  more eagle3_train.py options (--val-every 10 --warmup 5 ...)
 # Each stage resumes what an interrupted run left (RESUME=0 retrains from scratch).
 set -euo pipefail
@@ -22,7 +24,8 @@ TRAIN_PY=${TRAIN_PY:-.venv-train/bin/python}
 resume=()
 [ "${RESUME:-1}" = 1 ] && resume=(--resume)
 "$PY" tools/eagle3_data.py --model "$model" --out "$out/data" --n-chat "${N_CHAT:-200}" \
-  --n-code "${N_CODE:-100}" --max-new "${MAX_NEW:-256}" --threads "${THREADS:-2}"
+  --n-code "${N_CODE:-100}" --max-new "${MAX_NEW:-256}" --threads "${THREADS:-2}" \
+  --specdec "${SPECDEC:-build/release/specdec}"
 "$TRAIN_PY" tools/eagle3_train.py --data "$out/data" --out "$out/train" --draft-vocab "${DRAFT_VOCAB:-8192}" \
   --n-ff "${N_FF:-0}" --ttt "${TTT:-3}" --lr "${LR:-3e-4}" --batch-tokens "${BATCH_TOKENS:-2048}" \
   --max-tokens "${MAX_TOKENS:-1000000}" --minutes "${MINUTES:-0}" --threads "${THREADS:-2}" \
