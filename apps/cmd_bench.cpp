@@ -15,6 +15,7 @@
 #include "bench/prompt_set.h"
 #include "bench/sys_info.h"
 #include "cli_commands.h"
+#include "residency_cli_option.h"
 #include "ssd_cli_options.h"
 #include "core/error.h"
 #include "runtime/draft_source.h"
@@ -26,6 +27,7 @@ namespace specdec::cli {
 int cmd_bench(int argc, char** argv) {
     using namespace specdec::bench;
     CLI::App app{"Benchmark decoding methods (llama-bench style sweeps) or the AR forward pass", "specdec bench"};
+    add_mmap_option(app);
     BenchOptions o;
     std::string methods = "ar", budgets = "16", depths = "5", topks = "4", ks = "5", batches = "1", temps = "0",
                 threads = "0", lookups = "0", sets, fwd, ssd_ks = "4", fanouts = "geometric", cs = "1";

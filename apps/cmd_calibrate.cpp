@@ -4,6 +4,7 @@
 #include <string>
 
 #include "bench/self_spec_calibration.h"
+#include "residency_cli_option.h"
 #include "runtime/draft_source.h"
 #include "cli_commands.h"
 #include "core/error.h"
@@ -50,6 +51,7 @@ void print_table(const bench::CalibrationResult& r) {
 int cmd_calibrate(int argc, char** argv) {
     CLI::App app{"Measure layer-skipping self-speculation for each draft depth and save the fastest",
                  "specdec calibrate"};
+    add_mmap_option(app);
     bench::CalibrationOptions o;
     o.spec.draft_k = 3;  // early-exit drafts are rarely accepted far ahead: short chains waste less
     std::string model, method = "chain", layers, out;

@@ -6,6 +6,7 @@
 
 #include "cli_commands.h"
 #include "core/error.h"
+#include "residency_cli_option.h"
 #include "runtime/engine.h"
 #include "runtime/model_locator.h"
 #include "transport/ssd_draft_server.h"
@@ -20,6 +21,7 @@ void on_stop_signal(int) { g_stop.store(true); }
 int cmd_draft_serve(int argc, char** argv) {
     CLI::App app{"Serve SSD's draft side to one target at a time (specdec generate --method ssd --ssd-draft ADDR)",
                  "specdec draft-serve"};
+    add_mmap_option(app);
     std::string model;
     transport::DraftServerOptions so;
     app.add_option("-d,--draft", model, "draft model (GGUF file or manifest name)")->required();

@@ -10,6 +10,7 @@
 #include "cli_commands.h"
 #include "generate_ssd.h"
 #include "lookup_cli_options.h"
+#include "residency_cli_option.h"
 #include "ssd_cli_options.h"
 #include "core/error.h"
 #include "runtime/draft_source.h"
@@ -23,6 +24,7 @@ namespace specdec::cli {
 
 int cmd_generate(int argc, char** argv) {
     CLI::App app{"Generate text from a prompt", "specdec generate"};
+    add_mmap_option(app);
     std::string model, prompt, prompt_file, system;
     bool chat = false, json = false, ignore_eos = false;
     Request req;

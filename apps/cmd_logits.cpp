@@ -8,6 +8,7 @@
 
 #include "cli_commands.h"
 #include "core/error.h"
+#include "residency_cli_option.h"
 #include "runtime/engine.h"
 #include "runtime/model_locator.h"
 
@@ -15,6 +16,7 @@ namespace specdec::cli {
 
 int cmd_logits(int argc, char** argv) {
     CLI::App app{"Write the logits of every prompt position", "specdec logits"};
+    add_mmap_option(app);
     std::string model, prompt, out_path;
     std::vector<int32_t> tokens;
     bool special = false;

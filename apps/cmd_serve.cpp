@@ -25,6 +25,7 @@
 
 #include "cli_commands.h"
 #include "lookup_cli_options.h"
+#include "residency_cli_option.h"
 #include "ssd_cli_options.h"
 #include "core/error.h"
 #include "runtime/draft_source.h"
@@ -402,6 +403,7 @@ std::string id_list(const std::vector<std::string>& ids) {
 
 int cmd_serve(int argc, char** argv) {
     CLI::App app{"OpenAI-compatible HTTP server with continuous batching", "specdec serve"};
+    add_mmap_option(app);
     std::string model, draft, method = "auto", api_key, draft_layers;
     std::string host = "127.0.0.1";
     int port = 8080;

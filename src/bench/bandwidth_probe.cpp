@@ -8,6 +8,7 @@
 #include <new>
 
 #include "core/clock.h"
+#include "core/page_buffer.h"
 #include "core/thread_pool.h"
 
 namespace specdec::bench {
@@ -37,9 +38,11 @@ BandwidthProbe probe_read_bandwidth(ThreadPool& pool, size_t bytes, int reps) {
     constexpr size_t kPage = 4096;
     bytes = std::max(kPage, bytes / kPage * kPage);
     const size_t words = bytes / sizeof(uint64_t);
-    auto* buf = static_cast<uint64_t*>(::operator new(bytes, std::align_val_t{kPage}));
-    std::unique_ptr<uint64_t, void (*)(uint64_t*)> hold(
-        buf, [](uint64_t* p) { ::operator delete(p, std::align_val_t{4096}); });
+    // In huge pages, as the weights are (io/mapped_file.h): with 4 KiB pages
+    // the probe measured the page walks too (20 GB/s where huge-page weights
+    // streamed at 22 on the 2026-12-07 Intel VM) and was no ceiling.
+    PageBuffer hold(bytes, "the read-bandwidth probe", PageBuffer::Pages::Huge);
+    auto* buf = static_cast<uint64_t*>(hold.data());
     const int64_t n_pages = (int64_t)(bytes / kPage);
     const int64_t grain = std::max<int64_t>(1, n_pages / pool.size());
     // First touch by the worker that later reads the page (NUMA-local where it matters).
