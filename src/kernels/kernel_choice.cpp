@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "core/clock.h"
+#include "core/page_buffer.h"
 #include "kernels/kernel_choice_cache.h"
 #include "kernels/quantize_act.h"
 
@@ -81,13 +82,16 @@ struct Aligned {
 std::vector<std::array<double, kRowBuckets>> calibrate(TensorType t, const std::vector<Isa>& levels) {
     const size_t row_bytes = tensor_row_bytes(t, kCalibNIn);
     const int64_t n_rows = (int64_t)(kCalibWeightBytes / row_bytes);
-    Aligned w(row_bytes * (size_t)n_rows);
+    // In huge pages, as a model's weights are (io/mapped_file.h): with 4 KiB
+    // pages the streamed buckets timed page walks as much as the kernels.
+    PageBuffer wbuf(row_bytes * (size_t)n_rows, "the kernel calibration matrix", PageBuffer::Pages::Huge);
+    uint8_t* const wp = static_cast<uint8_t*>(wbuf.data());
     // Bytes in [0x10, 0x3B]: every fp16 scale they form is a normal number in
     // [2^-11, 1), so no denormal or NaN slows a path; quant values are arbitrary.
     uint32_t s = 12345;
     for (size_t i = 0; i < row_bytes * (size_t)n_rows; ++i) {
         s = s * 1664525u + 1013904223u;
-        w.p[i] = (uint8_t)(0x10 + (s >> 24) % 44);
+        wp[i] = (uint8_t)(0x10 + (s >> 24) % 44);
     }
     const int64_t max_rows = kProbeRows[kRowBuckets - 1];
     const size_t a_stride = (act_row_bytes_ext(t, kCalibNIn) + 63) & ~(size_t)63;
@@ -121,9 +125,9 @@ std::vector<std::array<double, kRowBuckets>> calibrate(TensorType t, const std::
         for (int rep = 0; rep < kCalibReps; ++rep) {
             for (size_t li = 0; li < levels.size(); ++li) {
                 const TileFn f = level_tile(levels[li], t);
-                if (from_memory) flush_from_caches(w.p, row_bytes * (size_t)nr);
+                if (from_memory) flush_from_caches(wp, row_bytes * (size_t)nr);
                 const double t0 = now_s();
-                f(kCalibNIn, w.p, row_bytes, nr, a.p, a_stride, nt, y.data(), nr);
+                f(kCalibNIn, wp, row_bytes, nr, a.p, a_stride, nt, y.data(), nr);
                 best[li] = std::min(best[li], now_s() - t0);
             }
         }

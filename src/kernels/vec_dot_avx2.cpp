@@ -933,10 +933,23 @@ inline void prefetch_next_pair(const uint8_t* w0, const uint8_t* w1, int64_t b) 
 #pragma GCC unroll 8
     for (size_t off = 0; off < 2 * BlockBytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
 }
-// Tokens per call from which the prefetch pays: fewer tokens make a pair's
-// time too short for one pair's distance, and the streaming prefetcher does
-// well on the dense, memory-bound small-batch walk.
+// Tokens per call from which the next pair's prefetch pays: fewer tokens
+// make a pair's time too short for one pair's distance.
 constexpr int kPrefetchMinTokens = 8;
+// Below that, both rows' lines kPrefetchAhead bytes past super-block b, as
+// the 1-row kernels do: the hardware streamer alone left the small-batch
+// walk waiting on memory (2026-12-07 Intel VM, qwen 1.5B, every tile forced
+// to the AVX-512 level, weights in huge pages, 2 threads: Q4_K's prefetch
+// alone took a 1-row forward 57.9 -> 45.8 ms and a 4-row one 85.1 -> 69.6 ms).
+template <size_t BlockBytes, int NT>
+inline void prefetch_pair(const uint8_t* w0, const uint8_t* w1, int64_t b) {
+    if constexpr (NT >= kPrefetchMinTokens) {
+        prefetch_next_pair<BlockBytes>(w0, w1, b);
+    } else {
+        prefetch_block_ahead<BlockBytes>(w0 + (size_t)b * BlockBytes);
+        prefetch_block_ahead<BlockBytes>(w1 + (size_t)b * BlockBytes);
+    }
+}
 
 // Q4_K against Q8_K: as dot_q45_K<false>. Loop order: a super-block's 8
 // unpacked weight vectors (4 chunks x two 32-element halves, both rows) stay
@@ -1008,7 +1021,7 @@ void zmm_q4_K_tile(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const uin
                                                          (short)x1[b].dmin, (short)x1[b].dmin,
                                                          (short)x0[b].dmin, (short)x0[b].dmin,
                                                          (short)x0[b].dmin, (short)x0[b].dmin));
-        if constexpr (NT >= kPrefetchMinTokens) prefetch_next_pair<sizeof(BlockQ4_K)>(w0, w1, b);
+        prefetch_pair<sizeof(BlockQ4_K), NT>(w0, w1, b);
         // the token's quants: Q8_K's qs (plain) or the paired quants p
         const size_t q_off = Paired ? l.p_offset + (size_t)b * QK_K
                                     : (size_t)b * sizeof(BlockQ8_K) + offsetof(BlockQ8_K, qs);
@@ -1127,7 +1140,7 @@ void zmm_q6_K_tile(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const uin
             }
         }
         const __m512 dx = two_halves_f16(x0[b].d, x1[b].d);
-        if constexpr (NT >= kPrefetchMinTokens) prefetch_next_pair<sizeof(BlockQ6_K)>(w0, w1, b);
+        prefetch_pair<sizeof(BlockQ6_K), NT>(w0, w1, b);
         // the token's quants: Q8_K's qs (plain) or the paired quants p
         const size_t q_off = Paired ? l.p_offset + (size_t)b * QK_K
                                     : (size_t)b * sizeof(BlockQ8_K) + offsetof(BlockQ8_K, qs);
