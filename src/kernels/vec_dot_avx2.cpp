@@ -245,6 +245,75 @@ void dot_q8_1_family(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_
     for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]) + summ[t];
 }
 
+// One token against kOneTokenRows weight rows at once, for the 32-element
+// families. A 1-row call walks its row's blocks through two loop-carried
+// float chains (acc's fmadd and summ's fma, 4 cycles each) with ~16 uops a
+// block between them, and pays its set-up and horizontal sum per row: on a
+// 576-wide row that is 18 blocks, so the latency and the per-row overhead,
+// not memory, set the pace (SmolLM2 135M decoded at 14.5 ms a token, 2/3 of
+// it in the Q4_1 1-row kernel). Here the rows' chains are independent and
+// interleave, and each activation block is loaded once for all of them.
+// Every row runs the 1-row kernel's operations in its order: the same bits.
+constexpr int kOneTokenRows = 8;
+
+template <class Dec>
+void dot_q8_0_family_rows(int64_t n_in, const uint8_t* w, size_t w_stride, const uint8_t* a, float* out) {
+    constexpr int NW = kOneTokenRows;
+    const typename Dec::Block* x[NW];
+    __m256 acc[NW];
+    for (int r = 0; r < NW; ++r) {
+        x[r] = reinterpret_cast<const typename Dec::Block*>(w + (size_t)r * w_stride);
+        acc[r] = _mm256_setzero_ps();
+    }
+    const ActRow y = act_row<BlockQ8_0>(a, Dec::kType, n_in);
+    for (int64_t b = 0; b < n_in / QK; ++b) {
+        const __m256i yq = load256(y.qs + b * (int64_t)sizeof(BlockQ8_0));
+        const __m256 yd = _mm256_broadcast_ss(y.d + b);
+#pragma GCC unroll 8
+        for (int r = 0; r < NW; ++r) {
+            const __m256i q = Dec::decode(x[r][b]);
+            const __m256 dx = _mm256_set1_ps(h2f(x[r][b].d));
+            __m256i p;
+            if constexpr (Dec::kSigned) {
+                p = dot_u8s8(_mm256_setzero_si256(), _mm256_sign_epi8(q, q), _mm256_sign_epi8(yq, q));
+            } else {
+                const __m256i e = load256(static_cast<const int32_t*>(y.e) + 8 * b);
+                p = dot_u8s8(e, q, yq);
+            }
+            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dx, yd), _mm256_cvtepi32_ps(p), acc[r]);
+        }
+    }
+    for (int r = 0; r < NW; ++r) out[r] = hsum(acc[r]);
+}
+
+template <class Dec>
+void dot_q8_1_family_rows(int64_t n_in, const uint8_t* w, size_t w_stride, const uint8_t* a, float* out) {
+    constexpr int NW = kOneTokenRows;
+    const typename Dec::Block* x[NW];
+    __m256 acc[NW];
+    float summ[NW];
+    for (int r = 0; r < NW; ++r) {
+        x[r] = reinterpret_cast<const typename Dec::Block*>(w + (size_t)r * w_stride);
+        acc[r] = _mm256_setzero_ps();
+        summ[r] = 0.0f;
+    }
+    const ActRow y = act_row<BlockQ8_1>(a, Dec::kType, n_in);
+    const auto* ys = static_cast<const float*>(y.e);
+    for (int64_t b = 0; b < n_in / QK; ++b) {
+        const __m256i yq = load256(y.qs + b * (int64_t)sizeof(BlockQ8_1));
+        const __m256 yd = _mm256_broadcast_ss(y.d + b);
+#pragma GCC unroll 8
+        for (int r = 0; r < NW; ++r) {
+            const __m256i q = Dec::decode(x[r][b]);
+            const __m256 dx = _mm256_set1_ps(h2f(x[r][b].d));
+            const __m256i p = dot_u8s8(_mm256_setzero_si256(), q, yq);
+            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dx, yd), _mm256_cvtepi32_ps(p), acc[r]);
+            summ[r] = std::fma(h2f(x[r][b].m), ys[b], summ[r]);  // as the 1-row kernel (and ggml)
+        }
+    }
+    for (int r = 0; r < NW; ++r) out[r] = hsum(acc[r]) + summ[r];
+}
+
 // IQ4_NL and MXFP4 against Q8_0: nibbles through the type's 16-entry int8
 // table (pshufb), signed dot as ggml's (|w| * sign(a, w): |w| <= 127 and
 // |a| <= 127, no saturation), even and odd blocks in separate float lanes, an
@@ -1372,18 +1441,19 @@ template <int NT> struct KF32 { static constexpr auto run = dot_float<4, load8_f
 template <int NT> struct KF16 { static constexpr auto run = dot_float<2, load8_f16, scalar_f16, NT>; };
 template <int NT> struct KBF16 { static constexpr auto run = dot_float<2, load8_bf16, scalar_bf16, NT>; };
 
-#if defined(SPECDEC_VEC_DOT_VNNI)
-// One token: the 1-row kernel, whose block loop is shorter than the 2-row
-// one's (no per-call gather of the tokens' s, no vector min sums); from 2
-// tokens on the 2-row tile wins (in-cache 576-wide Q4_1: 1.4x at 4 tokens,
-// 1.9x at 8 and more).
-template <template <int> class K2, template <int> class K1>
-void tile2_from_2(int64_t n_in, const uint8_t* w, size_t w_stride, int64_t nr, const uint8_t* a,
-                  size_t a_stride, int64_t nt, float* y, int64_t ldy) {
-    if (nt == 1) tile<K1>(n_in, w, w_stride, nr, a, a_stride, nt, y, ldy);
-    else tile2<K2>(n_in, w, w_stride, nr, a, a_stride, nt, y, ldy);
+// One token: kOneTokenRows weight rows per Rows call (the rest through K1);
+// more tokens: Many (a tile function; at the VNNI level the 2-row zmm tiles,
+// which win from 2 tokens on: in-cache 576-wide Q4_1, 1.4x at 4 tokens, 1.9x
+// at 8 and more). All give the same bits.
+template <void (*Rows)(int64_t, const uint8_t*, size_t, const uint8_t*, float*), template <int> class K1,
+          TileFn Many>
+void tile_one_token_rows(int64_t n_in, const uint8_t* w, size_t w_stride, int64_t nr, const uint8_t* a,
+                         size_t a_stride, int64_t nt, float* y, int64_t ldy) {
+    if (nt != 1) return Many(n_in, w, w_stride, nr, a, a_stride, nt, y, ldy);
+    int64_t r = 0;
+    for (; r + kOneTokenRows <= nr; r += kOneTokenRows) Rows(n_in, w + (size_t)r * w_stride, w_stride, a, y + r);
+    for (; r < nr; ++r) K1<1>::run(n_in, w + (size_t)r * w_stride, a, a_stride, y + r);
 }
-#endif
 
 // One row: K1's kernels; more: KN's (both give the same bits).
 template <template <int> class K1, template <int> class KN>
@@ -1396,11 +1466,11 @@ void tile_one_or_many(int64_t n_in, const uint8_t* w, size_t w_stride, int64_t n
 KernelTable make_table() {
     KernelTable k{};  // aggregate init: no out-of-line constructor compiled with these flags
     auto set = [&](TensorType t, TileFn f) { k.tile[(int)t] = f; };
-    set(TensorType::Q4_0, tile<KQ4_0>);
-    set(TensorType::Q4_1, tile<KQ4_1>);
-    set(TensorType::Q5_0, tile<KQ5_0>);
-    set(TensorType::Q5_1, tile<KQ5_1>);
-    set(TensorType::Q8_0, tile<KQ8_0>);
+    set(TensorType::Q4_0, tile_one_token_rows<dot_q8_0_family_rows<DecQ4_0>, KQ4_0, tile<KQ4_0>>);
+    set(TensorType::Q4_1, tile_one_token_rows<dot_q8_1_family_rows<DecQ4_1>, KQ4_1, tile<KQ4_1>>);
+    set(TensorType::Q5_0, tile_one_token_rows<dot_q8_0_family_rows<DecQ5_0>, KQ5_0, tile<KQ5_0>>);
+    set(TensorType::Q5_1, tile_one_token_rows<dot_q8_1_family_rows<DecQ5_1>, KQ5_1, tile<KQ5_1>>);
+    set(TensorType::Q8_0, tile_one_token_rows<dot_q8_0_family_rows<DecQ8_0>, KQ8_0, tile<KQ8_0>>);
     set(TensorType::Q4_K, tile<KQ4_K>);
     set(TensorType::Q5_K, tile<KQ5_K>);
     set(TensorType::Q6_K, tile<KQ6_K>);
@@ -1424,11 +1494,11 @@ KernelTable make_table() {
     set(TensorType::Q6_K, tile_one_or_many<KQ6_K, KQ6_Kp>);
 #endif
 #if defined(SPECDEC_VEC_DOT_VNNI)
-    set(TensorType::Q4_0, tile2<Z2Q4_0>);
-    set(TensorType::Q5_0, tile2<Z2Q5_0>);
-    set(TensorType::Q8_0, tile2<Z2Q8_0>);
-    set(TensorType::Q4_1, tile2_from_2<Z2Q4_1, KQ4_1>);
-    set(TensorType::Q5_1, tile2_from_2<Z2Q5_1, KQ5_1>);
+    set(TensorType::Q4_0, tile_one_token_rows<dot_q8_0_family_rows<DecQ4_0>, KQ4_0, tile2<Z2Q4_0>>);
+    set(TensorType::Q5_0, tile_one_token_rows<dot_q8_0_family_rows<DecQ5_0>, KQ5_0, tile2<Z2Q5_0>>);
+    set(TensorType::Q8_0, tile_one_token_rows<dot_q8_0_family_rows<DecQ8_0>, KQ8_0, tile2<Z2Q8_0>>);
+    set(TensorType::Q4_1, tile_one_token_rows<dot_q8_1_family_rows<DecQ4_1>, KQ4_1, tile2<Z2Q4_1>>);
+    set(TensorType::Q5_1, tile_one_token_rows<dot_q8_1_family_rows<DecQ5_1>, KQ5_1, tile2<Z2Q5_1>>);
     set(TensorType::Q4_K, tile2<Z2Q4_K>);
     set(TensorType::Q6_K, tile2<Z2Q6_K>);
 #endif
