@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "core/page_buffer.h"
 #include "core/tensor_type.h"
 #include "core/thread_pool.h"
 #include "kernels/matmul.h"
@@ -42,7 +43,7 @@ std::vector<size_t> scale_offsets(TensorType t) {
 }
 
 struct Weights {
-    std::vector<uint8_t> data;  // n_copies matrices of (n_out, row_bytes)
+    specdec::PageBuffer data;  // n_copies matrices of (n_out, row_bytes), in huge pages as a model's are
     size_t matrix_bytes = 0;
     size_t n_copies = 0;
 };
@@ -77,8 +78,9 @@ const Weights& weights_for(TensorType t, int64_t n_in, int64_t n_out) {
         for (size_t off = 0; off < one.size(); off += bb)
             for (size_t so : scale_offsets(t)) std::memcpy(&one[off + so], &s, 2);
     }
-    w.data.resize(w.matrix_bytes * w.n_copies);
-    for (size_t c = 0; c < w.n_copies; ++c) std::memcpy(&w.data[c * w.matrix_bytes], one.data(), one.size());
+    w.data = specdec::PageBuffer(w.matrix_bytes * w.n_copies, "the benchmark weights", specdec::PageBuffer::Pages::Huge);
+    auto* dst = static_cast<uint8_t*>(w.data.data());
+    for (size_t c = 0; c < w.n_copies; ++c) std::memcpy(dst + c * w.matrix_bytes, one.data(), one.size());
     return w;
 }
 
@@ -99,7 +101,7 @@ void BM_matmul(benchmark::State& state) {
     for (auto& v : x) v = nd(rng);
     size_t c = 0;
     for (auto _ : state) {
-        WeightMatrix wm{type, w.data.data() + c * w.matrix_bytes, n_in, n_out,
+        WeightMatrix wm{type, static_cast<const uint8_t*>(w.data.data()) + c * w.matrix_bytes, n_in, n_out,
                         specdec::tensor_row_bytes(type, n_in)};
         specdec::kernels::matmul(wm, x.data(), n_tok, y.data(), pool);
         benchmark::DoNotOptimize(y.data());
@@ -148,11 +150,12 @@ void BM_memory_read(benchmark::State& state) {
     ThreadPool& pool = pool_of((int)state.range(0));
     const char* env = std::getenv("SPECDEC_BENCH_MB");
     const size_t n = ((size_t)(env ? std::atol(env) : 192) << 22) / sizeof(uint64_t);
-    static std::vector<uint64_t> buf;
-    if (buf.size() != n) {
-        buf.assign(n, 0);
-        for (size_t i = 0; i < n; ++i) buf[i] = i * 0x9E3779B97F4A7C15ull;
+    static specdec::PageBuffer page;  // huge pages, as the weights above
+    if (page.bytes() != n * sizeof(uint64_t)) {
+        page = specdec::PageBuffer(n * sizeof(uint64_t), "the read benchmark", specdec::PageBuffer::Pages::Huge);
+        for (size_t i = 0; i < n; ++i) static_cast<uint64_t*>(page.data())[i] = i * 0x9E3779B97F4A7C15ull;
     }
+    const uint64_t* buf = static_cast<const uint64_t*>(page.data());
     std::vector<uint64_t> sums(64, 0);
     for (auto _ : state) {
         pool.parallel_for((int64_t)n, 1 << 16, [&](int64_t b, int64_t e, int worker) {
