@@ -79,6 +79,15 @@ def test_auto_is_ar_token_for_token_and_caches_its_costs(tmp_path):
     assert third["auto"]["costs_from"] == "calibrated" and third["tokens"] == ar["tokens"]
 
 
+def test_mmap_and_the_huge_page_copy_give_the_same_tokens():
+    # The default holds the weights in a huge-page copy; --mmap uses the file
+    # mapping. Only where the bytes live differs, never a token.
+    args = ("-p", "def fib(n):", "-n", "24", "--method", "ar")
+    assert gen_json(*args, "--mmap")["tokens"] == gen_json(*args)["tokens"]
+    bad = run("generate", "--mmap", "-m", "/nonexistent/model.gguf", "-p", "x", check=False)
+    assert bad.returncode == 1 and "cannot open" in bad.stderr
+
+
 def test_chat_template_answers():
     out = gen_json("--chat", "-p", "What is the capital of France? Answer in one word.", "-n", "16")
     assert out["n_prompt"] > 20  # system prompt and turn markers were added
