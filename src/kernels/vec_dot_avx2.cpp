@@ -947,6 +947,72 @@ void zmm_q8_0_family(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const u
     }
 }
 
+// One token against kOneTokenRows weight rows, two rows to a zmm (as
+// dot_q8_0_family_rows, with half the vector instructions per row: the
+// activation block, its bias and scale are broadcast to both halves once).
+// Each half runs the ymm kernel's lane operations: the same bits.
+template <class Dec>
+void zmm_q8_0_family_rows(int64_t n_in, const uint8_t* w, size_t w_stride, const uint8_t* a, float* out) {
+    static_assert(!Dec::kSigned, "VNNI decoders are unsigned");
+    constexpr int NP = kOneTokenRows / 2;
+    const typename Dec::Block* x[2 * NP];
+    __m512 acc[NP];
+    for (int r = 0; r < 2 * NP; ++r) x[r] = reinterpret_cast<const typename Dec::Block*>(w + (size_t)r * w_stride);
+    for (int p = 0; p < NP; ++p) acc[p] = _mm512_setzero_ps();
+    const ActRow y = act_row<BlockQ8_0>(a, Dec::kType, n_in);
+    const auto* e = static_cast<const int32_t*>(y.e);
+    for (int64_t b = 0; b < n_in / QK; ++b) {
+        const __m512i yq = bcast256(y.qs + b * (int64_t)sizeof(BlockQ8_0));
+        const __m512i eb = bcast256(e + 8 * b);
+        const __m512 yd = _mm512_set1_ps(y.d[b]);
+#pragma GCC unroll 4
+        for (int p = 0; p < NP; ++p) {
+            const __m512i q = join256(Dec::decode(x[2 * p][b]), Dec::decode(x[2 * p + 1][b]));
+            const __m512 dx = two_halves_f16(x[2 * p][b].d, x[2 * p + 1][b].d);
+            const __m512i pq = _mm512_dpbusd_epi32(eb, q, yq);
+            acc[p] = _mm512_fmadd_ps(_mm512_mul_ps(dx, yd), _mm512_cvtepi32_ps(pq), acc[p]);
+        }
+    }
+    for (int p = 0; p < NP; ++p) {
+        out[2 * p] = hsum_lo(acc[p]);
+        out[2 * p + 1] = hsum_hi(acc[p]);
+    }
+}
+
+// As zmm_q8_0_family_rows, for Q4_1 / Q5_1 (dot_q8_1_family_rows' operations).
+template <class Dec>
+void zmm_q8_1_family_rows(int64_t n_in, const uint8_t* w, size_t w_stride, const uint8_t* a, float* out) {
+    constexpr int NP = kOneTokenRows / 2;
+    const typename Dec::Block* x[2 * NP];
+    __m512 acc[NP];
+    float summ[2 * NP];
+    for (int r = 0; r < 2 * NP; ++r) {
+        x[r] = reinterpret_cast<const typename Dec::Block*>(w + (size_t)r * w_stride);
+        summ[r] = 0.0f;
+    }
+    for (int p = 0; p < NP; ++p) acc[p] = _mm512_setzero_ps();
+    const ActRow y = act_row<BlockQ8_1>(a, Dec::kType, n_in);
+    const auto* ys = static_cast<const float*>(y.e);
+    for (int64_t b = 0; b < n_in / QK; ++b) {
+        const __m512i yq = bcast256(y.qs + b * (int64_t)sizeof(BlockQ8_1));
+        const __m512 yd = _mm512_set1_ps(y.d[b]);
+#pragma GCC unroll 4
+        for (int p = 0; p < NP; ++p) {
+            const auto& b0 = x[2 * p][b];
+            const auto& b1 = x[2 * p + 1][b];
+            const __m512i q = join256(Dec::decode(b0), Dec::decode(b1));
+            const __m512i pq = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, yq);
+            acc[p] = _mm512_fmadd_ps(_mm512_mul_ps(two_halves_f16(b0.d, b1.d), yd), _mm512_cvtepi32_ps(pq), acc[p]);
+            summ[2 * p] = std::fma(h2f(b0.m), ys[b], summ[2 * p]);
+            summ[2 * p + 1] = std::fma(h2f(b1.m), ys[b], summ[2 * p + 1]);
+        }
+    }
+    for (int p = 0; p < NP; ++p) {
+        out[2 * p] = hsum_lo(acc[p]) + summ[2 * p];
+        out[2 * p + 1] = hsum_hi(acc[p]) + summ[2 * p + 1];
+    }
+}
+
 // Q4_1 / Q5_1 against Q8_1: as dot_q8_1_family. The min term m * s is
 // still one fma per (row, token, block) in block order, but with the tokens
 // in the lanes of one vector per row (s_t from Group2).
@@ -1497,11 +1563,11 @@ KernelTable make_table() {
     set(TensorType::Q6_K, tile_one_or_many<KQ6_K, KQ6_Kp>);
 #endif
 #if defined(SPECDEC_VEC_DOT_VNNI)
-    set(TensorType::Q4_0, tile_one_token_rows<dot_q8_0_family_rows<DecQ4_0>, KQ4_0, tile2<Z2Q4_0>>);
-    set(TensorType::Q5_0, tile_one_token_rows<dot_q8_0_family_rows<DecQ5_0>, KQ5_0, tile2<Z2Q5_0>>);
-    set(TensorType::Q8_0, tile_one_token_rows<dot_q8_0_family_rows<DecQ8_0>, KQ8_0, tile2<Z2Q8_0>>);
-    set(TensorType::Q4_1, tile_one_token_rows<dot_q8_1_family_rows<DecQ4_1>, KQ4_1, tile2<Z2Q4_1>>);
-    set(TensorType::Q5_1, tile_one_token_rows<dot_q8_1_family_rows<DecQ5_1>, KQ5_1, tile2<Z2Q5_1>>);
+    set(TensorType::Q4_0, tile_one_token_rows<zmm_q8_0_family_rows<DecQ4_0>, KQ4_0, tile2<Z2Q4_0>>);
+    set(TensorType::Q5_0, tile_one_token_rows<zmm_q8_0_family_rows<DecQ5_0>, KQ5_0, tile2<Z2Q5_0>>);
+    set(TensorType::Q8_0, tile_one_token_rows<zmm_q8_0_family_rows<DecQ8_0>, KQ8_0, tile2<Z2Q8_0>>);
+    set(TensorType::Q4_1, tile_one_token_rows<zmm_q8_1_family_rows<DecQ4_1>, KQ4_1, tile2<Z2Q4_1>>);
+    set(TensorType::Q5_1, tile_one_token_rows<zmm_q8_1_family_rows<DecQ5_1>, KQ5_1, tile2<Z2Q5_1>>);
     set(TensorType::Q4_K, tile2<Z2Q4_K>);
     set(TensorType::Q6_K, tile2<Z2Q6_K>);
 #endif
