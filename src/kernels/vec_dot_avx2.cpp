@@ -256,38 +256,11 @@ void dot_q8_1_family(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_
 // Every row runs the 1-row kernel's operations in its order: the same bits.
 constexpr int kOneTokenRows = 8;
 
-template <class Dec>
-void dot_q8_0_family_rows(int64_t n_in, const uint8_t* w, size_t w_stride, const uint8_t* a, float* out) {
-    constexpr int NW = kOneTokenRows;
-    const typename Dec::Block* x[NW];
-    __m256 acc[NW];
-    for (int r = 0; r < NW; ++r) {
-        x[r] = reinterpret_cast<const typename Dec::Block*>(w + (size_t)r * w_stride);
-        acc[r] = _mm256_setzero_ps();
-    }
-    const ActRow y = act_row<BlockQ8_0>(a, Dec::kType, n_in);
-    for (int64_t b = 0; b < n_in / QK; ++b) {
-        const __m256i yq = load256(y.qs + b * (int64_t)sizeof(BlockQ8_0));
-        const __m256 yd = _mm256_broadcast_ss(y.d + b);
-#pragma GCC unroll 8
-        for (int r = 0; r < NW; ++r) {
-            const __m256i q = Dec::decode(x[r][b]);
-            const __m256 dx = _mm256_set1_ps(h2f(x[r][b].d));
-            __m256i p;
-            if constexpr (Dec::kSigned) {
-                p = dot_u8s8(_mm256_setzero_si256(), _mm256_sign_epi8(q, q), _mm256_sign_epi8(yq, q));
-            } else {
-                const __m256i e = load256(static_cast<const int32_t*>(y.e) + 8 * b);
-                p = dot_u8s8(e, q, yq);
-            }
-            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dx, yd), _mm256_cvtepi32_ps(p), acc[r]);
-        }
-    }
-    for (int r = 0; r < NW; ++r) out[r] = hsum(acc[r]);
-}
-
-template <class Dec>
-void dot_q8_1_family_rows(int64_t n_in, const uint8_t* w, size_t w_stride, const uint8_t* a, float* out) {
+// Q4_0 / Q5_0 / Q8_0 against Q8_0 (ActBlock BlockQ8_0), or Q4_1 / Q5_1
+// against Q8_1 (BlockQ8_1: the min term m * s per block, as dot_q8_1_family).
+template <class Dec, class ActBlock>
+void dot_one_token_rows(int64_t n_in, const uint8_t* w, size_t w_stride, const uint8_t* a, float* out) {
+    constexpr bool kMin = std::is_same_v<ActBlock, BlockQ8_1>;
     constexpr int NW = kOneTokenRows;
     const typename Dec::Block* x[NW];
     __m256 acc[NW];
@@ -297,21 +270,27 @@ void dot_q8_1_family_rows(int64_t n_in, const uint8_t* w, size_t w_stride, const
         acc[r] = _mm256_setzero_ps();
         summ[r] = 0.0f;
     }
-    const ActRow y = act_row<BlockQ8_1>(a, Dec::kType, n_in);
-    const auto* ys = static_cast<const float*>(y.e);
+    const ActRow y = act_row<ActBlock>(a, Dec::kType, n_in);
     for (int64_t b = 0; b < n_in / QK; ++b) {
-        const __m256i yq = load256(y.qs + b * (int64_t)sizeof(BlockQ8_1));
+        const __m256i yq = load256(y.qs + b * (int64_t)sizeof(ActBlock));
         const __m256 yd = _mm256_broadcast_ss(y.d + b);
 #pragma GCC unroll 8
         for (int r = 0; r < NW; ++r) {
             const __m256i q = Dec::decode(x[r][b]);
             const __m256 dx = _mm256_set1_ps(h2f(x[r][b].d));
-            const __m256i p = dot_u8s8(_mm256_setzero_si256(), q, yq);
+            __m256i p;
+            if constexpr (kMin) {
+                p = dot_u8s8(_mm256_setzero_si256(), q, yq);
+                summ[r] = std::fma(h2f(x[r][b].m), static_cast<const float*>(y.e)[b], summ[r]);  // as ggml
+            } else if constexpr (Dec::kSigned) {
+                p = dot_u8s8(_mm256_setzero_si256(), _mm256_sign_epi8(q, q), _mm256_sign_epi8(yq, q));
+            } else {
+                p = dot_u8s8(load256(static_cast<const int32_t*>(y.e) + 8 * b), q, yq);
+            }
             acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dx, yd), _mm256_cvtepi32_ps(p), acc[r]);
-            summ[r] = std::fma(h2f(x[r][b].m), ys[b], summ[r]);  // as the 1-row kernel (and ggml)
         }
     }
-    for (int r = 0; r < NW; ++r) out[r] = hsum(acc[r]) + summ[r];
+    for (int r = 0; r < NW; ++r) out[r] = kMin ? hsum(acc[r]) + summ[r] : hsum(acc[r]);
 }
 
 // IQ4_NL and MXFP4 against Q8_0: nibbles through the type's 16-entry int8
@@ -948,40 +927,13 @@ void zmm_q8_0_family(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const u
 }
 
 // One token against kOneTokenRows weight rows, two rows to a zmm (as
-// dot_q8_0_family_rows, with half the vector instructions per row: the
+// dot_one_token_rows, with half the vector instructions per row: the
 // activation block, its bias and scale are broadcast to both halves once).
 // Each half runs the ymm kernel's lane operations: the same bits.
-template <class Dec>
-void zmm_q8_0_family_rows(int64_t n_in, const uint8_t* w, size_t w_stride, const uint8_t* a, float* out) {
-    static_assert(!Dec::kSigned, "VNNI decoders are unsigned");
-    constexpr int NP = kOneTokenRows / 2;
-    const typename Dec::Block* x[2 * NP];
-    __m512 acc[NP];
-    for (int r = 0; r < 2 * NP; ++r) x[r] = reinterpret_cast<const typename Dec::Block*>(w + (size_t)r * w_stride);
-    for (int p = 0; p < NP; ++p) acc[p] = _mm512_setzero_ps();
-    const ActRow y = act_row<BlockQ8_0>(a, Dec::kType, n_in);
-    const auto* e = static_cast<const int32_t*>(y.e);
-    for (int64_t b = 0; b < n_in / QK; ++b) {
-        const __m512i yq = bcast256(y.qs + b * (int64_t)sizeof(BlockQ8_0));
-        const __m512i eb = bcast256(e + 8 * b);
-        const __m512 yd = _mm512_set1_ps(y.d[b]);
-#pragma GCC unroll 4
-        for (int p = 0; p < NP; ++p) {
-            const __m512i q = join256(Dec::decode(x[2 * p][b]), Dec::decode(x[2 * p + 1][b]));
-            const __m512 dx = two_halves_f16(x[2 * p][b].d, x[2 * p + 1][b].d);
-            const __m512i pq = _mm512_dpbusd_epi32(eb, q, yq);
-            acc[p] = _mm512_fmadd_ps(_mm512_mul_ps(dx, yd), _mm512_cvtepi32_ps(pq), acc[p]);
-        }
-    }
-    for (int p = 0; p < NP; ++p) {
-        out[2 * p] = hsum_lo(acc[p]);
-        out[2 * p + 1] = hsum_hi(acc[p]);
-    }
-}
-
-// As zmm_q8_0_family_rows, for Q4_1 / Q5_1 (dot_q8_1_family_rows' operations).
-template <class Dec>
-void zmm_q8_1_family_rows(int64_t n_in, const uint8_t* w, size_t w_stride, const uint8_t* a, float* out) {
+template <class Dec, class ActBlock>
+void zmm_one_token_rows(int64_t n_in, const uint8_t* w, size_t w_stride, const uint8_t* a, float* out) {
+    constexpr bool kMin = std::is_same_v<ActBlock, BlockQ8_1>;
+    if constexpr (!kMin) static_assert(!Dec::kSigned, "VNNI decoders are unsigned");
     constexpr int NP = kOneTokenRows / 2;
     const typename Dec::Block* x[2 * NP];
     __m512 acc[NP];
@@ -991,25 +943,29 @@ void zmm_q8_1_family_rows(int64_t n_in, const uint8_t* w, size_t w_stride, const
         summ[r] = 0.0f;
     }
     for (int p = 0; p < NP; ++p) acc[p] = _mm512_setzero_ps();
-    const ActRow y = act_row<BlockQ8_1>(a, Dec::kType, n_in);
-    const auto* ys = static_cast<const float*>(y.e);
+    const ActRow y = act_row<ActBlock>(a, Dec::kType, n_in);
     for (int64_t b = 0; b < n_in / QK; ++b) {
-        const __m512i yq = bcast256(y.qs + b * (int64_t)sizeof(BlockQ8_1));
+        const __m512i yq = bcast256(y.qs + b * (int64_t)sizeof(ActBlock));
+        // Q8_0 family: each lane starts from its bias (see dot_q8_0_family)
+        const __m512i e0 = kMin ? _mm512_setzero_si512() : bcast256(static_cast<const int32_t*>(y.e) + 8 * b);
         const __m512 yd = _mm512_set1_ps(y.d[b]);
 #pragma GCC unroll 4
         for (int p = 0; p < NP; ++p) {
             const auto& b0 = x[2 * p][b];
             const auto& b1 = x[2 * p + 1][b];
             const __m512i q = join256(Dec::decode(b0), Dec::decode(b1));
-            const __m512i pq = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, yq);
+            const __m512i pq = _mm512_dpbusd_epi32(e0, q, yq);
             acc[p] = _mm512_fmadd_ps(_mm512_mul_ps(two_halves_f16(b0.d, b1.d), yd), _mm512_cvtepi32_ps(pq), acc[p]);
-            summ[2 * p] = std::fma(h2f(b0.m), ys[b], summ[2 * p]);
-            summ[2 * p + 1] = std::fma(h2f(b1.m), ys[b], summ[2 * p + 1]);
+            if constexpr (kMin) {
+                const float s = static_cast<const float*>(y.e)[b];
+                summ[2 * p] = std::fma(h2f(b0.m), s, summ[2 * p]);
+                summ[2 * p + 1] = std::fma(h2f(b1.m), s, summ[2 * p + 1]);
+            }
         }
     }
     for (int p = 0; p < NP; ++p) {
-        out[2 * p] = hsum_lo(acc[p]) + summ[2 * p];
-        out[2 * p + 1] = hsum_hi(acc[p]) + summ[2 * p + 1];
+        out[2 * p] = kMin ? hsum_lo(acc[p]) + summ[2 * p] : hsum_lo(acc[p]);
+        out[2 * p + 1] = kMin ? hsum_hi(acc[p]) + summ[2 * p + 1] : hsum_hi(acc[p]);
     }
 }
 
@@ -1535,11 +1491,11 @@ void tile_one_or_many(int64_t n_in, const uint8_t* w, size_t w_stride, int64_t n
 KernelTable make_table() {
     KernelTable k{};  // aggregate init: no out-of-line constructor compiled with these flags
     auto set = [&](TensorType t, TileFn f) { k.tile[(int)t] = f; };
-    set(TensorType::Q4_0, tile_one_token_rows<dot_q8_0_family_rows<DecQ4_0>, KQ4_0, tile<KQ4_0>>);
-    set(TensorType::Q4_1, tile_one_token_rows<dot_q8_1_family_rows<DecQ4_1>, KQ4_1, tile<KQ4_1>>);
-    set(TensorType::Q5_0, tile_one_token_rows<dot_q8_0_family_rows<DecQ5_0>, KQ5_0, tile<KQ5_0>>);
-    set(TensorType::Q5_1, tile_one_token_rows<dot_q8_1_family_rows<DecQ5_1>, KQ5_1, tile<KQ5_1>>);
-    set(TensorType::Q8_0, tile_one_token_rows<dot_q8_0_family_rows<DecQ8_0>, KQ8_0, tile<KQ8_0>>);
+    set(TensorType::Q4_0, tile_one_token_rows<dot_one_token_rows<DecQ4_0, BlockQ8_0>, KQ4_0, tile<KQ4_0>>);
+    set(TensorType::Q4_1, tile_one_token_rows<dot_one_token_rows<DecQ4_1, BlockQ8_1>, KQ4_1, tile<KQ4_1>>);
+    set(TensorType::Q5_0, tile_one_token_rows<dot_one_token_rows<DecQ5_0, BlockQ8_0>, KQ5_0, tile<KQ5_0>>);
+    set(TensorType::Q5_1, tile_one_token_rows<dot_one_token_rows<DecQ5_1, BlockQ8_1>, KQ5_1, tile<KQ5_1>>);
+    set(TensorType::Q8_0, tile_one_token_rows<dot_one_token_rows<DecQ8_0, BlockQ8_0>, KQ8_0, tile<KQ8_0>>);
     set(TensorType::Q4_K, tile<KQ4_K>);
     set(TensorType::Q5_K, tile<KQ5_K>);
     set(TensorType::Q6_K, tile<KQ6_K>);
@@ -1563,11 +1519,11 @@ KernelTable make_table() {
     set(TensorType::Q6_K, tile_one_or_many<KQ6_K, KQ6_Kp>);
 #endif
 #if defined(SPECDEC_VEC_DOT_VNNI)
-    set(TensorType::Q4_0, tile_one_token_rows<zmm_q8_0_family_rows<DecQ4_0>, KQ4_0, tile2<Z2Q4_0>>);
-    set(TensorType::Q5_0, tile_one_token_rows<zmm_q8_0_family_rows<DecQ5_0>, KQ5_0, tile2<Z2Q5_0>>);
-    set(TensorType::Q8_0, tile_one_token_rows<zmm_q8_0_family_rows<DecQ8_0>, KQ8_0, tile2<Z2Q8_0>>);
-    set(TensorType::Q4_1, tile_one_token_rows<zmm_q8_1_family_rows<DecQ4_1>, KQ4_1, tile2<Z2Q4_1>>);
-    set(TensorType::Q5_1, tile_one_token_rows<zmm_q8_1_family_rows<DecQ5_1>, KQ5_1, tile2<Z2Q5_1>>);
+    set(TensorType::Q4_0, tile_one_token_rows<zmm_one_token_rows<DecQ4_0, BlockQ8_0>, KQ4_0, tile2<Z2Q4_0>>);
+    set(TensorType::Q5_0, tile_one_token_rows<zmm_one_token_rows<DecQ5_0, BlockQ8_0>, KQ5_0, tile2<Z2Q5_0>>);
+    set(TensorType::Q8_0, tile_one_token_rows<zmm_one_token_rows<DecQ8_0, BlockQ8_0>, KQ8_0, tile2<Z2Q8_0>>);
+    set(TensorType::Q4_1, tile_one_token_rows<zmm_one_token_rows<DecQ4_1, BlockQ8_1>, KQ4_1, tile2<Z2Q4_1>>);
+    set(TensorType::Q5_1, tile_one_token_rows<zmm_one_token_rows<DecQ5_1, BlockQ8_1>, KQ5_1, tile2<Z2Q5_1>>);
     set(TensorType::Q4_K, tile2<Z2Q4_K>);
     set(TensorType::Q6_K, tile2<Z2Q6_K>);
 #endif
