@@ -1,6 +1,7 @@
 """Issue #4: peak RSS of the AR micro-benchmark stays within the model file plus
-the KV cache plus 20 % (the weights are mapped, never copied; scratch and
-logits are bounded). Runs `specdec bench --method ar` in micro mode with a
+the KV cache plus 20 % (the weights are held once: a huge-page copy of the
+file, io/mapped_file.h, instead of the mapping's pages, never both; scratch
+and logits are bounded). Runs `specdec bench --method ar` in micro mode with a
 512-token prefill on Gemma 3 (262144-token vocabulary, where per-row logits
 are 1 MiB) and reads the bench's own figures: peak_rss_bytes (getrusage
 VmHWM) over model_file_bytes + kv_cache_bytes. SmolLM2-135M is the tight
