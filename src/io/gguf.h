@@ -1,7 +1,8 @@
-// GGUF reader: memory-maps a model file, parses the header, every metadata
-// value type (v2 and v3), the tensor table and tensor data offsets. Any
+// GGUF reader: holds a model file's bytes (io::MappedFile: a huge-page copy
+// or a mapping) and parses the header, every metadata value type (v2 and
+// v3), the tensor table and tensor data offsets. Any
 // truncated, corrupt or unsupported file throws specdec::Error naming the file
-// and the problem; nothing is read outside the mapping.
+// and the problem; nothing is read outside the file's bytes.
 #pragma once
 
 #include <cstdint>

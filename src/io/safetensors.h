@@ -1,9 +1,10 @@
-// safetensors reader: memory-maps a file in the Hugging Face safetensors format
+// safetensors reader: holds the bytes (io::MappedFile) of a file in the
+// Hugging Face safetensors format
 // (8-byte little-endian header length, a JSON header naming each tensor's
 // dtype, shape and [begin, end) byte range in the data section, then the
 // data). Every header field is checked before anything is read: a truncated
 // or corrupt file throws specdec::Error naming the file and the problem, and
-// no tensor view ever points outside the mapping.
+// no tensor view ever points outside the file's bytes.
 #pragma once
 
 #include <cstdint>

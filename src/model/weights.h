@@ -1,5 +1,6 @@
-// Views of a model's weights inside the memory-mapped GGUF file. Nothing is
-// copied except small norm vectors stored in a non-F32 type.
+// Views of a model's weights inside the GGUF file's bytes (io::MappedFile: a
+// huge-page copy of the file, or its mapping). Nothing else is copied except
+// small norm vectors stored in a non-F32 type.
 #pragma once
 
 #include <memory>
