@@ -147,8 +147,8 @@ def generate_batched(specdec: Path, model: str, ps: list[dict], max_new: int, th
     """Greedy responses to prompts of one kind (all chat or all raw), decoded
     `batch` at a time in one continuous batch by `specdec bench`. Batch
     invariance makes each response the one `generate` gives alone (its
-    tokens, and stage 2 checks the prompt length), while 8 rows of a forward
-    cost about 2x one row: ~3.5x the tokens per second of one generate at a time."""
+    tokens, and stage 2 checks the prompt length), while 8 rows of a qwen
+    1.5B forward cost about 2.2x one row (bench --forward-sizes)."""
     chat = ps[0]["chat"]
     assert all(p["chat"] == chat for p in ps)
     tmp.mkdir(parents=True, exist_ok=True)
@@ -186,7 +186,8 @@ def main(argv=None) -> int:
                          "the bench's default is 164)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--gen-method", default="ar",
-                    help="generate --method for regeneration (greedy output is the same for every method)")
+                    help="generate --method for regeneration with --gen-batch 1 (greedy output is the same "
+                         "for every method; the batched path decodes with ar)")
     ap.add_argument("--gen-batch", type=int, default=8,
                     help="responses decoded together (specdec bench's continuous batch; 1: one generate each)")
     ap.add_argument("--batch", type=int, default=16, help="sequences per `dev features` call")

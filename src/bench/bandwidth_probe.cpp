@@ -4,8 +4,6 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
-#include <memory>
-#include <new>
 
 #include "core/clock.h"
 #include "core/page_buffer.h"

@@ -144,12 +144,14 @@ inline ActRow act_row(const uint8_t* row, TensorType wt, int64_t n_in) {
 // |w| * sign(a, w) instead.
 struct DecQ4_0 {
     using Block = BlockQ4_0;
+    using ActBlock = BlockQ8_0;  // the activation rows it is dotted with
     static constexpr TensorType kType = TensorType::Q4_0;
     static constexpr bool kSigned = false;
     static __m256i decode(const Block& b) { return unpack_nibbles32(b.qs); }
 };
 struct DecQ5_0 {
     using Block = BlockQ5_0;
+    using ActBlock = BlockQ8_0;  // the activation rows it is dotted with
     static constexpr TensorType kType = TensorType::Q5_0;
     static constexpr bool kSigned = false;
     static __m256i decode(const Block& b) {
@@ -159,6 +161,7 @@ struct DecQ5_0 {
 };
 struct DecQ8_0 {
     using Block = BlockQ8_0;
+    using ActBlock = BlockQ8_0;  // the activation rows it is dotted with
     static constexpr TensorType kType = TensorType::Q8_0;
 #if defined(SPECDEC_VEC_DOT_VNNI)
     static constexpr bool kSigned = false;  // vpdpbusd sums in int32: no saturation
@@ -206,11 +209,13 @@ void dot_q8_0_family(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_
 // Unsigned weights with a min (Q4_1, Q5_1) against Q8_1: d*sum(q*a) + m*s.
 struct DecQ4_1 {
     using Block = BlockQ4_1;
+    using ActBlock = BlockQ8_1;  // the activation rows it is dotted with
     static constexpr TensorType kType = TensorType::Q4_1;
     static __m256i decode(const Block& b) { return unpack_nibbles32(b.qs); }
 };
 struct DecQ5_1 {
     using Block = BlockQ5_1;
+    using ActBlock = BlockQ8_1;  // the activation rows it is dotted with
     static constexpr TensorType kType = TensorType::Q5_1;
     static __m256i decode(const Block& b) {
         const __m256i hi = _mm256_and_si256(bits_to_bytes32(b.qh), _mm256_set1_epi8(0x10));
@@ -256,10 +261,11 @@ void dot_q8_1_family(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_
 // Every row runs the 1-row kernel's operations in its order: the same bits.
 constexpr int kOneTokenRows = 8;
 
-// Q4_0 / Q5_0 / Q8_0 against Q8_0 (ActBlock BlockQ8_0), or Q4_1 / Q5_1
-// against Q8_1 (BlockQ8_1: the min term m * s per block, as dot_q8_1_family).
-template <class Dec, class ActBlock>
+// Q4_0 / Q5_0 / Q8_0 against Q8_0, or Q4_1 / Q5_1 against Q8_1 (the min
+// term m * s per block, as dot_q8_1_family): the decoder's ActBlock says which.
+template <class Dec>
 void dot_one_token_rows(int64_t n_in, const uint8_t* w, size_t w_stride, const uint8_t* a, float* out) {
+    using ActBlock = typename Dec::ActBlock;
     constexpr bool kMin = std::is_same_v<ActBlock, BlockQ8_1>;
     constexpr int NW = kOneTokenRows;
     const typename Dec::Block* x[NW];
@@ -930,8 +936,9 @@ void zmm_q8_0_family(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const u
 // dot_one_token_rows, with half the vector instructions per row: the
 // activation block, its bias and scale are broadcast to both halves once).
 // Each half runs the ymm kernel's lane operations: the same bits.
-template <class Dec, class ActBlock>
+template <class Dec>
 void zmm_one_token_rows(int64_t n_in, const uint8_t* w, size_t w_stride, const uint8_t* a, float* out) {
+    using ActBlock = typename Dec::ActBlock;
     constexpr bool kMin = std::is_same_v<ActBlock, BlockQ8_1>;
     if constexpr (!kMin) static_assert(!Dec::kSigned, "VNNI decoders are unsigned");
     constexpr int NP = kOneTokenRows / 2;
@@ -1491,11 +1498,11 @@ void tile_one_or_many(int64_t n_in, const uint8_t* w, size_t w_stride, int64_t n
 KernelTable make_table() {
     KernelTable k{};  // aggregate init: no out-of-line constructor compiled with these flags
     auto set = [&](TensorType t, TileFn f) { k.tile[(int)t] = f; };
-    set(TensorType::Q4_0, tile_one_token_rows<dot_one_token_rows<DecQ4_0, BlockQ8_0>, KQ4_0, tile<KQ4_0>>);
-    set(TensorType::Q4_1, tile_one_token_rows<dot_one_token_rows<DecQ4_1, BlockQ8_1>, KQ4_1, tile<KQ4_1>>);
-    set(TensorType::Q5_0, tile_one_token_rows<dot_one_token_rows<DecQ5_0, BlockQ8_0>, KQ5_0, tile<KQ5_0>>);
-    set(TensorType::Q5_1, tile_one_token_rows<dot_one_token_rows<DecQ5_1, BlockQ8_1>, KQ5_1, tile<KQ5_1>>);
-    set(TensorType::Q8_0, tile_one_token_rows<dot_one_token_rows<DecQ8_0, BlockQ8_0>, KQ8_0, tile<KQ8_0>>);
+    set(TensorType::Q4_0, tile_one_token_rows<dot_one_token_rows<DecQ4_0>, KQ4_0, tile<KQ4_0>>);
+    set(TensorType::Q4_1, tile_one_token_rows<dot_one_token_rows<DecQ4_1>, KQ4_1, tile<KQ4_1>>);
+    set(TensorType::Q5_0, tile_one_token_rows<dot_one_token_rows<DecQ5_0>, KQ5_0, tile<KQ5_0>>);
+    set(TensorType::Q5_1, tile_one_token_rows<dot_one_token_rows<DecQ5_1>, KQ5_1, tile<KQ5_1>>);
+    set(TensorType::Q8_0, tile_one_token_rows<dot_one_token_rows<DecQ8_0>, KQ8_0, tile<KQ8_0>>);
     set(TensorType::Q4_K, tile<KQ4_K>);
     set(TensorType::Q5_K, tile<KQ5_K>);
     set(TensorType::Q6_K, tile<KQ6_K>);
@@ -1519,11 +1526,11 @@ KernelTable make_table() {
     set(TensorType::Q6_K, tile_one_or_many<KQ6_K, KQ6_Kp>);
 #endif
 #if defined(SPECDEC_VEC_DOT_VNNI)
-    set(TensorType::Q4_0, tile_one_token_rows<zmm_one_token_rows<DecQ4_0, BlockQ8_0>, KQ4_0, tile2<Z2Q4_0>>);
-    set(TensorType::Q5_0, tile_one_token_rows<zmm_one_token_rows<DecQ5_0, BlockQ8_0>, KQ5_0, tile2<Z2Q5_0>>);
-    set(TensorType::Q8_0, tile_one_token_rows<zmm_one_token_rows<DecQ8_0, BlockQ8_0>, KQ8_0, tile2<Z2Q8_0>>);
-    set(TensorType::Q4_1, tile_one_token_rows<zmm_one_token_rows<DecQ4_1, BlockQ8_1>, KQ4_1, tile2<Z2Q4_1>>);
-    set(TensorType::Q5_1, tile_one_token_rows<zmm_one_token_rows<DecQ5_1, BlockQ8_1>, KQ5_1, tile2<Z2Q5_1>>);
+    set(TensorType::Q4_0, tile_one_token_rows<zmm_one_token_rows<DecQ4_0>, KQ4_0, tile2<Z2Q4_0>>);
+    set(TensorType::Q5_0, tile_one_token_rows<zmm_one_token_rows<DecQ5_0>, KQ5_0, tile2<Z2Q5_0>>);
+    set(TensorType::Q8_0, tile_one_token_rows<zmm_one_token_rows<DecQ8_0>, KQ8_0, tile2<Z2Q8_0>>);
+    set(TensorType::Q4_1, tile_one_token_rows<zmm_one_token_rows<DecQ4_1>, KQ4_1, tile2<Z2Q4_1>>);
+    set(TensorType::Q5_1, tile_one_token_rows<zmm_one_token_rows<DecQ5_1>, KQ5_1, tile2<Z2Q5_1>>);
     set(TensorType::Q4_K, tile2<Z2Q4_K>);
     set(TensorType::Q6_K, tile2<Z2Q6_K>);
 #endif
