@@ -372,20 +372,25 @@ void dot_nl4(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride, 
 
 
 // Unpacks the 8 six-bit scales (bytes 0..7) and mins (bytes 8..15) of a
-// Q4_K/Q5_K super-block with 32-bit word operations: the layout of
-// get_scale_min_k4, four values at a time. (Not calling that inline header
-// function: an ISA-flagged copy of an external inline function could be the
-// one the linker keeps for baseline code.)
+// Q4_K/Q5_K super-block: the layout of get_scale_min_k4, four values to a
+// 32-bit lane. With the 12 bytes as words d0, d1, d2:
+//   scales 0..3 = d0 & 0x3f..,  scales 4..7 = (d2 & 0x0f..) | ((d0 >> 2) & 0x30..),
+//   mins 0..3   = d1 & 0x3f..,  mins 4..7   = ((d2 >> 4) & 0x0f..) | ((d1 >> 2) & 0x30..).
+// In vector lanes (8 instructions) rather than 32-bit scalar words: the
+// 1-token K-quant kernels issue about a hundred instructions per super-block,
+// and the scalar unpacking and its moves into a vector were a quarter of them.
+// It reads 16 bytes from s: every caller's scales are followed by more of
+// its block (qh, qs). (Not calling the header's inline get_scale_min_k4: an
+// ISA-flagged copy of an external inline function could be the one the
+// linker keeps for baseline code.)
 inline __m128i k4_scales_mins(const uint8_t* s) {
-    uint32_t u[4];
-    std::memcpy(u, s, 12);
-    const uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
-    u[3] = ((u[2] >> 4) & m4) | (((u[1] >> 6) & m2) << 4);  // mins 4..7
-    const uint32_t mins_lo = u[1] & m6;                       // mins 0..3
-    u[1] = (u[2] & m4) | (((u[0] >> 6) & m2) << 4);          // scales 4..7
-    u[0] &= m6;                                               // scales 0..3
-    u[2] = mins_lo;
-    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(u));
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
+    const __m128i d0_d2_d1_d2 = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0));
+    const __m128i low = _mm_and_si128(_mm_srlv_epi32(d0_d2_d1_d2, _mm_set_epi32(4, 0, 0, 0)),
+                                      _mm_set_epi32(0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f));
+    const __m128i d0_d0_d1_d1 = _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0));
+    const __m128i high = _mm_and_si128(_mm_srli_epi32(d0_d0_d1_d1, 2), _mm_set_epi32(0x30303030, 0, 0x30303030, 0));
+    return _mm_or_si128(low, high);
 }
 
 // Shuffle mask that broadcasts int16 lane w of each 128-bit half.
