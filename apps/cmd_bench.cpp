@@ -108,7 +108,7 @@ int cmd_bench(int argc, char** argv) {
     std::string llamacpp_spec = "all";
     app.add_option("--llamacpp-spec", llamacpp_spec,
                    "with --llamacpp: llama.cpp speculative types to run by its own example (comma-separated; "
-                   "'all' = draft-simple (with -d), ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod, "
+                   "'all' = draft-simple (with -d), draft-eagle3 (with --eagle3), ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod, "
                    "ngram-cache; 'none')");
     app.add_flag("--plots", o.plots, "draw PNG plots with tools/plot_bench.py");
     app.add_flag("-q,--quiet", o.quiet, "no progress display");

@@ -11,7 +11,9 @@ Input (JSON, written by specdec bench):
    # optional: llama.cpp's own speculative types, run by its example "spec_bin":
    # "spec_methods": ["llamacpp-draft", "llamacpp-ngram-simple", ...]
    # (llamacpp_spec_example.SPEC_TYPES), "spec_bin": PATH,
-   # and for llamacpp-draft "draft_model": PATH, "draft_num_pred_tokens": K}
+   # and for llamacpp-draft "draft_model": PATH, "draft_num_pred_tokens": K,
+   # for llamacpp-eagle3 "eagle3_head": PATH (a Hugging Face layout directory,
+   # converted to "eagle3_gguf": PATH, or llama.cpp's eagle3 GGUF), "eagle3_num_pred_tokens": K}
 
 Output (JSON):
   micro: {"micro": [{"threads", "prefill_tok_s", "decode_tok_s", ...}], ...}
@@ -176,6 +178,29 @@ def spec_unavailable(inp: dict) -> str | None:
     return None
 
 
+def eagle3_gguf(inp: dict, quiet: bool) -> str:
+    """The EAGLE-3 head as llama.cpp's eagle3 GGUF: a GGUF is used as it is, a
+    Hugging Face layout directory is converted (once: kept at inp["eagle3_gguf"],
+    remade when the head's weights are newer) with its matrices in float16, as
+    the released heads and specdec's exported ones hold them."""
+    head = inp["eagle3_head"]
+    if not os.path.isdir(head):
+        return head
+    out = inp["eagle3_gguf"]
+    weights = os.path.join(head, "model.safetensors")
+    if not (os.path.exists(out) and os.path.getmtime(out) >= os.path.getmtime(weights)):
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference"))
+        from pathlib import Path
+
+        import eagle3_llama_ref
+
+        log(quiet, f"llama.cpp baseline: converting the EAGLE-3 head {head} -> {out}")
+        tmp = out + ".tmp"
+        eagle3_llama_ref.convert(Path(head), Path(inp["model"]), Path(tmp), f16=True)
+        os.replace(tmp, out)
+    return out
+
+
 def run_prompts(inp: dict, quiet: bool, checkpoint: str | None = None) -> dict:
     """Every turn for each method, thread count and temperature. With a
     checkpoint, each finished record is appended to it at once and the
@@ -208,10 +233,15 @@ def run_prompts(inp: dict, quiet: bool, checkpoint: str | None = None) -> dict:
                     log(quiet, f"llama.cpp baseline: {method} not measured: {why}")
                     continue
                 extra = {"spec_type": spec.SPEC_TYPES[method][0], "impl": "llama-speculative-simple"}
+                draft_gguf = inp.get("draft_model")
                 if method == "llamacpp-draft":
                     extra.update(num_pred_tokens=int(inp.get("draft_num_pred_tokens", 4)),
                                  draft_model=inp["draft_model"])
-                spec_flags = spec.spec_args(method, inp.get("draft_model"), extra.get("num_pred_tokens", 0))
+                if method == "llamacpp-eagle3":
+                    draft_gguf = eagle3_gguf(inp, quiet)
+                    extra.update(num_pred_tokens=int(inp.get("eagle3_num_pred_tokens", 4)),
+                                 eagle3_head=inp["eagle3_head"])
+                spec_flags = spec.spec_args(method, draft_gguf, extra.get("num_pred_tokens", 0))
                 if vocab is None:
                     vocab = llama_cpp.Llama(model_path=inp["model"], vocab_only=True, verbose=False)
             pending = any((method, t, temp, tr["conv"], tr["turn"]) not in done

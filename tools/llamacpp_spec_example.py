@@ -6,9 +6,10 @@ baselines of `specdec bench --llamacpp` (tools/bench_llamacpp.py).
 Each baseline is one of llama.cpp's speculative types (`--spec-type`, its
 common/speculative.cpp), run with the settings llama.cpp's own
 docs/speculative.md gives for it: draft-simple with specdec's K and a greedy
-draft, the n-gram types with their documented example command lines. The
-other types need what the packaged models do not carry (an EAGLE-3 head, MTP
-layers, a DFlash or DSpark drafter).
+draft, draft-eagle3 with specdec's EAGLE-3 head (its eagle3 GGUF, as
+tools/reference/eagle3_llama_ref.py converts it) and K, the n-gram types
+with their documented example command lines. The other types need what the
+packaged models do not carry (MTP layers, a DFlash or DSpark drafter).
 
 The example takes prompt text, not token ids: the turn's ids are turned back
 into text (special tokens written out), and that text is used only if
@@ -71,6 +72,9 @@ def prompt_text(llm, tokens) -> bytes | None:
 SPEC_TYPES = {
     "llamacpp-draft": ["draft-simple", "--spec-draft-n-max", "{k}", "--spec-draft-n-min", "0",
                        "--spec-draft-p-min", "0"],
+    # an EAGLE-3 head in llama.cpp's eagle3 GGUF (-md), chains of K as specdec's eagle3-chain
+    "llamacpp-eagle3": ["draft-eagle3", "--spec-draft-n-max", "{k}", "--spec-draft-n-min", "0",
+                        "--spec-draft-p-min", "0"],
     "llamacpp-ngram-simple": ["ngram-simple", "--spec-draft-n-max", "64"],
     "llamacpp-ngram-map-k": ["ngram-map-k", "--spec-draft-n-max", "64"],
     "llamacpp-ngram-map-k4v": ["ngram-map-k4v", "--spec-ngram-map-k4v-size-n", "8", "--spec-ngram-map-k4v-size-m", "8",
@@ -82,12 +86,14 @@ SPEC_TYPES = {
 
 
 def spec_args(method: str, draft: str | None, k: int) -> list[str]:
-    """The example's speculative flags for a bench method (draft-simple needs the draft GGUF)."""
+    """The example's speculative flags for a bench method (draft-simple needs the
+    draft GGUF, draft-eagle3 the head's eagle3 GGUF)."""
     kind, *flags = SPEC_TYPES[method]
     out = ["--spec-type", kind] + [f.replace("{k}", str(k)) for f in flags]
     if kind.startswith("draft-"):
         if not draft:
-            raise ValueError(f"{method} needs a draft model")
+            raise ValueError(f"{method} needs a draft model" if kind == "draft-simple" else
+                             f"{method} needs an EAGLE-3 head GGUF")
         out = ["-md", draft] + out
     return out
 

@@ -50,7 +50,7 @@ std::string RunConfig::label() const {
     if (method == "tree" || method == "eagle3")
         s += " b=" + std::to_string(tree_budget) + " d=" + std::to_string(tree_depth);
     if (method == "chain" || method == "eagle3-chain" || method == "ngram" || method == "llamacpp-draft" ||
-        method == "auto" || method == "eagle3-auto")
+        method == "llamacpp-eagle3" || method == "auto" || method == "eagle3-auto")
         s += " k=" + std::to_string(draft_k);
     if (lookup_min > 0) s += " +lookup" + std::to_string(lookup_min);
     // Only a margin other than the default is named: labels of runs made
@@ -723,13 +723,15 @@ void run_sweep(BenchResult& r) {
 }
 
 const std::vector<std::string>& llamacpp_spec_types() {
-    static const std::vector<std::string> types = {"draft-simple", "ngram-simple", "ngram-map-k",
+    static const std::vector<std::string> types = {"draft-simple",  "draft-eagle3", "ngram-simple", "ngram-map-k",
                                                    "ngram-map-k4v", "ngram-mod",    "ngram-cache"};
     return types;
 }
 
 std::string llamacpp_spec_method(const std::string& spec_type) {
-    return spec_type == "draft-simple" ? "llamacpp-draft" : "llamacpp-" + spec_type;
+    if (spec_type == "draft-simple") return "llamacpp-draft";
+    if (spec_type == "draft-eagle3") return "llamacpp-eagle3";
+    return "llamacpp-" + spec_type;
 }
 
 bool is_llamacpp_spec_method(const std::string& method) {
@@ -776,13 +778,22 @@ void run_llamacpp(BenchResult& r, const std::string& root) {
         // tools/build_llamacpp.sh (SPECDEC_LLAMACPP_SPEC_BIN names
         // another build). draft-simple uses the same draft GGUF and K as
         // chain, so it runs only with a draft model (llama.cpp has no
-        // layer-skipping draft: not with --draft-layers).
+        // layer-skipping draft: not with --draft-layers). draft-eagle3 drafts
+        // with the same EAGLE-3 head as eagle3-chain (converted to llama.cpp's
+        // eagle3 GGUF when it is a directory), chains of the same K, so it
+        // runs only with --eagle3.
         nlohmann::json spec_methods = nlohmann::json::array();
         for (const auto& t : o.llamacpp_spec) {
             if (t == "draft-simple") {
                 if (o.draft.empty() || !o.draft_layers.empty()) continue;
                 in["draft_model"] = o.draft_path;
                 in["draft_num_pred_tokens"] = o.draft_k.front();
+            }
+            if (t == "draft-eagle3") {
+                if (o.eagle3.empty()) continue;
+                in["eagle3_head"] = o.eagle3;
+                in["eagle3_gguf"] = (dir / "llamacpp_eagle3_head.gguf").string();
+                in["eagle3_num_pred_tokens"] = o.draft_k.front();
             }
             spec_methods.push_back(llamacpp_spec_method(t));
         }

@@ -595,6 +595,52 @@ def test_llamacpp_draft_baseline_resumes(llamacpp_report):
     assert key(again) == key(llamacpp_report["data"])
 
 
+def test_llamacpp_eagle3_baseline_runs_the_same_head(prompts_file, tmp_path, llamacpp_spec_bin):
+    """llama.cpp's draft-eagle3 drafts with the head specdec's eagle3-chain uses: the Hugging Face
+    layout is converted once to llama.cpp's eagle3 GGUF (float16 matrices) and reused; without
+    --eagle3 the type is left out. (A random head: llama.cpp drafts, but few drafts are accepted.)"""
+    import gguf
+    from test_eagle3 import target_dims, write_head
+
+    model = model_path(DEFAULT_MODEL)
+    dims = target_dims(model)
+    head = tmp_path / "head"
+    write_head(head, dims, seed=3, layer_ids=[2, dims.n_layer // 2, dims.n_layer - 3])
+    out = tmp_path / "out"
+    cmd = [str(BIN), "bench", "-m", str(model), "--eagle3", str(head), "--method", "ar,eagle3-chain",
+           "--draft-k", "3", "--prompts", str(prompts_file), "--max-turns", "1", "--limit", "2", "-n", "8",
+           "--ignore-eos", "-t", "1", "--warmup", "0", "-c", "512", "--llamacpp", "--llamacpp-spec",
+           "draft-eagle3", "-o", str(out), "-q"]
+    env = dict(os.environ, SPECDEC_LLAMACPP_SPEC_BIN=str(llamacpp_spec_bin))
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+    assert p.returncode == 0, p.stderr
+    data = load_report(out)
+    assert data["unavailable"] == {} and data["skipped"] == []
+    ar = {(r["conv_id"], r["turn"]): r for r in data["records"] if r["method"] == "ar"}
+    rows = [r for r in data["records"] if r["method"] == "llamacpp-eagle3"]
+    assert len(rows) == len(ar) == 2
+    for r in rows:
+        assert r["label"] == "llamacpp-eagle3 k=3 t=1" and r["draft_k"] == 3
+        assert r["prompt_tokens"] == ar[(r["conv_id"], r["turn"])]["prompt_tokens"]
+        assert 8 <= r["generated_tokens"] <= 8 + 3 and r["decode_s"] > 0
+        assert 0 < r["drafted"] and 0 <= r["accepted"] <= r["drafted"]
+        assert isinstance(r["matches_ar"], bool)
+    g = gguf.GGUFReader(str(out / "llamacpp_eagle3_head.gguf"))
+    types = {t.name: t.tensor_type for t in g.tensors}
+    assert types["fc.weight"] == gguf.GGMLQuantizationType.F16
+    assert types["blk.0.attn_norm.weight"] == gguf.GGMLQuantizationType.F32
+    made = (out / "llamacpp_eagle3_head.gguf").stat().st_mtime_ns
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+    assert p.returncode == 0, p.stderr
+    assert (out / "llamacpp_eagle3_head.gguf").stat().st_mtime_ns == made  # converted once
+    no_head = [a for a in cmd if a not in ("--eagle3", str(head))]
+    no_head[no_head.index("ar,eagle3-chain")] = "ar"
+    no_head[no_head.index(str(out))] = str(tmp_path / "nohead")
+    p = subprocess.run(no_head, capture_output=True, text=True, timeout=900, env=env)
+    assert p.returncode == 0, p.stderr
+    assert "llamacpp-eagle3" not in {r["method"] for r in load_report(tmp_path / "nohead")["records"]}
+
+
 def test_llamacpp_draft_not_built_is_reported(prompts_file, tmp_path):
     out = tmp_path / "out"
     model = str(model_path(DEFAULT_MODEL))

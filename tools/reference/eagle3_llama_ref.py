@@ -41,7 +41,8 @@ def permute(w: np.ndarray, n_head: int) -> np.ndarray:
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def convert(head_dir: Path, target: Path, out: Path) -> dict:
+def convert(head_dir: Path, target: Path, out: Path, f16: bool = False) -> dict:
+    """f16: the matrices in float16 (the norms stay float32), else all float32."""
     cfg = json.loads((head_dir / "config.json").read_text())
     layer = cfg.get("transformer_layer_config", cfg)
     t = {k: v for k, v in load_file(str(head_dir / "model.safetensors")).items()}
@@ -71,20 +72,21 @@ def convert(head_dir: Path, target: Path, out: Path) -> dict:
             vt = f.types[0]
             w.add_key_value(name, f.contents(), vt, f.types[1] if vt == gguf.GGUFValueType.ARRAY else None)
     f32 = lambda x: np.ascontiguousarray(x, dtype=np.float32)  # noqa: E731
+    mat = (lambda x: np.ascontiguousarray(x, dtype=np.float16)) if f16 else f32  # noqa: E731
     names = {
-        "fc.weight": f32(t["fc.weight"]),
+        "fc.weight": mat(t["fc.weight"]),
         "blk.0.attn_norm.weight": f32(t[pre + "input_layernorm.weight"]),
         "blk.0.attn_norm_2.weight": f32(t[pre + "hidden_norm.weight"]),
-        "blk.0.attn_q.weight": f32(permute(t[pre + "self_attn.q_proj.weight"], nh)),
-        "blk.0.attn_k.weight": f32(permute(t[pre + "self_attn.k_proj.weight"], nkv)),
-        "blk.0.attn_v.weight": f32(t[pre + "self_attn.v_proj.weight"]),
-        "blk.0.attn_output.weight": f32(t[pre + "self_attn.o_proj.weight"]),
+        "blk.0.attn_q.weight": mat(permute(t[pre + "self_attn.q_proj.weight"], nh)),
+        "blk.0.attn_k.weight": mat(permute(t[pre + "self_attn.k_proj.weight"], nkv)),
+        "blk.0.attn_v.weight": mat(t[pre + "self_attn.v_proj.weight"]),
+        "blk.0.attn_output.weight": mat(t[pre + "self_attn.o_proj.weight"]),
         "blk.0.ffn_norm.weight": f32(t[pre + "post_attention_layernorm.weight"]),
-        "blk.0.ffn_gate.weight": f32(t[pre + "mlp.gate_proj.weight"]),
-        "blk.0.ffn_up.weight": f32(t[pre + "mlp.up_proj.weight"]),
-        "blk.0.ffn_down.weight": f32(t[pre + "mlp.down_proj.weight"]),
+        "blk.0.ffn_gate.weight": mat(t[pre + "mlp.gate_proj.weight"]),
+        "blk.0.ffn_up.weight": mat(t[pre + "mlp.up_proj.weight"]),
+        "blk.0.ffn_down.weight": mat(t[pre + "mlp.down_proj.weight"]),
         "output_norm.weight": f32(t["norm.weight"]),
-        "output.weight": f32(t["lm_head.weight"]),
+        "output.weight": mat(t["lm_head.weight"]),
     }
     for k, v in names.items():
         w.add_tensor(k, v)
