@@ -291,6 +291,9 @@ int cmd_bench(int argc, char** argv) {
     if (o.lookup_min != std::vector<int>{0}) r.meta["options"]["lookup_min"] = o.lookup_min;
     if (o.auto_min_gain != BenchOptions{}.auto_min_gain) r.meta["options"]["auto_min_gain"] = o.auto_min_gain;
     if (!o.eagle3.empty()) {
+        // A manifest name becomes its directory here, so that the report,
+        // the fingerprint and llama.cpp's baseline all see the path.
+        o.eagle3 = runtime::resolve_eagle3_head(o.eagle3);
         // The head's weights identify it (a directory holds model.safetensors).
         const std::string w = std::filesystem::is_directory(o.eagle3)
                                   ? (std::filesystem::path(o.eagle3) / "model.safetensors").string()

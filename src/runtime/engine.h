@@ -59,7 +59,9 @@ public:
     // An EAGLE-3 head for this target (runtime/eagle3_draft.h): chain and tree
     // draft with it when there is no draft model. Throws for a head that does
     // not fit this model.
-    void load_eagle3(const std::string& path);
+    // head: a directory or GGUF file, or the name of a head in the model
+    // manifest (runtime/model_locator.h).
+    void load_eagle3(const std::string& head);
     Eagle3Draft* eagle3() { return eagle3_.get(); }
 
     ~Engine();

@@ -26,15 +26,17 @@ std::string models_dir() {
     return "models";
 }
 
-std::string resolve_model(const std::string& name_or_path) {
-    if (!name_or_path.empty() && (fs::exists(name_or_path) || name_or_path.find('/') != std::string::npos ||
-                                  name_or_path.ends_with(".gguf")))
-        return name_or_path;  // a path: the GGUF reader reports a missing or bad file
-    const fs::path dir = models_dir();
-    const fs::path manifest_path = dir / "manifest.json";
+namespace {
+
+bool looks_like_path(const std::string& s) {
+    return fs::exists(s) || s.find('/') != std::string::npos || s.ends_with(".gguf");
+}
+
+// models/manifest.json; `what` names the missing thing in the error.
+nlohmann::json read_manifest(const fs::path& manifest_path, const std::string& what) {
     std::ifstream in(manifest_path);
     if (!in) {
-        throw Error("no model file '" + name_or_path + "' and no model manifest at " + manifest_path.string() +
+        throw Error("no " + what + " and no model manifest at " + manifest_path.string() +
                     " (run: specdec models fetch, or scripts/setup.sh then .venv/bin/python tools/fetch_models.py)");
     }
     nlohmann::json m;
@@ -43,6 +45,34 @@ std::string resolve_model(const std::string& name_or_path) {
     } catch (const std::exception& e) {
         throw Error("model manifest " + manifest_path.string() + " is not valid JSON: " + e.what());
     }
+    return m;
+}
+
+}  // namespace
+
+std::string resolve_eagle3_head(const std::string& name_or_path) {
+    if (looks_like_path(name_or_path)) return name_or_path;  // the head loader reports a missing or bad one
+    const fs::path dir = models_dir();
+    const nlohmann::json m = read_manifest(dir / "manifest.json", "EAGLE-3 head '" + name_or_path + "'");
+    const nlohmann::json heads = m.value("heads", nlohmann::json::object());
+    std::string known;
+    for (const auto& [name, h] : heads.items()) {
+        if (!h.is_object()) continue;
+        if (name == name_or_path) {
+            fs::path d = h.value("dir", "");
+            return (d.is_relative() ? dir / d : d).lexically_normal().string();
+        }
+        known += (known.empty() ? "" : ", ") + name;
+    }
+    throw Error("unknown EAGLE-3 head '" + name_or_path + "' (known: " + (known.empty() ? "none" : known) +
+                "; or give a head's directory or GGUF file)");
+}
+
+std::string resolve_model(const std::string& name_or_path) {
+    if (!name_or_path.empty() && looks_like_path(name_or_path))
+        return name_or_path;  // a path: the GGUF reader reports a missing or bad file
+    const fs::path dir = models_dir();
+    const nlohmann::json m = read_manifest(dir / "manifest.json", "model file '" + name_or_path + "'");
     const nlohmann::json models = m.contains("models") ? m["models"] : m;
     std::string known;
     for (const auto& [key, e] : models.items()) {

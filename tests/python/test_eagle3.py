@@ -22,6 +22,7 @@ for bit against a plain forward in tests/unit/test_eagle3_spec.cpp.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REPO_ROOT, model_path, run_specdec
+from conftest import REPO_ROOT, SPECDEC_BIN, model_path, run_specdec
 
 import gguf
 from safetensors.numpy import save_file
@@ -398,3 +399,34 @@ def test_gguf_head_greedy_equals_ar(tmp_path, dims):
     r = run("generate", "-m", MODEL, "-p", "x", "-n", "2", "--method", "chain", "--eagle3",
             str(convert_to_gguf(small, tmp_path / "small.gguf")), check=False)
     assert r.returncode != 0 and str(narrow) in r.stderr and str(dims.n_embd) in r.stderr, r.stderr
+
+
+def test_head_by_manifest_name(tmp_path, dims):
+    """--eagle3 NAME finds a head the manifest records (models list shows it); an unknown name is
+    refused naming the known ones."""
+    head = tmp_path / "heads" / "h"
+    write_head(head, dims, seed=4, layer_ids=[2, dims.n_layer // 2, dims.n_layer - 3])
+    models = tmp_path / "models"
+    models.mkdir()
+    real = json.loads((model_path(MODEL).parent / "manifest.json").read_text())
+    entry = dict(real["models"][MODEL], file=str(model_path(MODEL)))
+    (models / "manifest.json").write_text(json.dumps({
+        "version": real.get("version", 1), "models": {MODEL: entry},
+        "heads": {"test-head": {"name": "test-head", "target": MODEL, "dir": "../heads/h"}}}))
+    env = dict(os.environ, SPECDEC_MODELS_DIR=str(models))
+    r = subprocess.run([str(SPECDEC_BIN), "models", "list"], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert f"test-head\teagle3\t{MODEL}\t../heads/h" in r.stdout.splitlines()
+
+    def run_gen(head_arg):
+        r = subprocess.run([str(SPECDEC_BIN), "generate", "-m", MODEL, "--json", "-t", "2", "-p", PROMPT, "-n", "16",
+                            "--ignore-eos", "--eagle3", head_arg, "--method", "chain", "--draft-k", "3"],
+                           capture_output=True, text=True, env=env, timeout=300)
+        return r
+
+    by_name, by_dir = run_gen("test-head"), run_gen(str(head))
+    assert by_name.returncode == 0 and by_dir.returncode == 0, by_name.stderr + by_dir.stderr
+    assert json.loads(by_name.stdout)["tokens"] == json.loads(by_dir.stdout)["tokens"]
+    bad = run_gen("no-such-head")
+    assert bad.returncode != 0
+    assert "unknown EAGLE-3 head 'no-such-head' (known: test-head" in bad.stderr

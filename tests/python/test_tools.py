@@ -166,6 +166,47 @@ def test_wrong_sha256_fails_and_removes_partial(tmp_path, registry):
     assert not list(out.glob("*.partial"))
 
 
+def test_eagle3_heads_are_checked_and_recorded(tmp_path):
+    """A registry head whose target the manifest holds is recorded when every file matches its pin;
+    a wrong or missing file is reported and the head left out; a head of an absent target is skipped."""
+    repo = tmp_path / "repo"
+    (repo / "heads" / "good").mkdir(parents=True)
+    (repo / "heads" / "bad").mkdir(parents=True)
+    for d in ("good", "bad"):
+        (repo / "heads" / d / "config.json").write_text("{}")
+        (repo / "heads" / d / "model.safetensors").write_bytes(b"weights " + d.encode())
+    sha = lambda p: hashlib.sha256(p.read_bytes()).hexdigest()  # noqa: E731
+    pins = {d: {f: sha(repo / "heads" / d / f) for f in ("config.json", "model.safetensors")} for d in ("good", "bad")}
+    pins["bad"]["model.safetensors"] = "0" * 64
+    heads = [
+        {"name": "good-head", "target": "t", "dir": "heads/good", "sha256": pins["good"], "description": "d"},
+        {"name": "bad-head", "target": "t", "dir": "heads/bad", "sha256": pins["bad"]},
+        {"name": "gone-head", "target": "t", "dir": "heads/gone", "sha256": {"config.json": "0" * 64}},
+        {"name": "other-head", "target": "not-fetched", "dir": "heads/good", "sha256": pins["good"]},
+    ]
+    models_dir = repo / "models"
+    models_dir.mkdir()
+    manifest = {"models": {"t": {}}, "heads": {"stale": {}}}
+    errors = fm.record_heads(heads, models_dir, manifest, repo=repo)
+    assert set(manifest["heads"]) == {"good-head"}
+    assert manifest["heads"]["good-head"] == {"name": "good-head", "target": "t", "dir": "../heads/good",
+                                              "sha256": pins["good"], "description": "d"}
+    assert len(errors) == 2
+    assert "bad-head" in errors[0] and "the registry pins " + "0" * 64 in errors[0]
+    assert "gone-head" in errors[1] and "is missing" in errors[1]
+
+
+def test_registry_heads_are_pinned_and_present(registry):
+    """Every head the registry names is in the repository and matches its pins, for a packaged target."""
+    heads = fm.load_heads()
+    names = {m["name"] for m in registry}
+    for h in heads:
+        assert h["target"] in names and HEX64.match(h["sha256"]["model.safetensors"])
+    manifest = {"models": {h["target"]: {} for h in heads}}
+    assert fm.record_heads(heads, MODELS_DIR, manifest) == []
+    assert set(manifest["heads"]) == {h["name"] for h in heads}
+
+
 def test_unknown_model_name_is_an_error(capsys):
     assert fm.main(["no-such-model"]) == 2
 
