@@ -170,27 +170,6 @@ def evaluate(head, tgt, data, val_batches, batch_tokens, steps, in_draft, t2d):
     return tot[:, 0] / np.maximum(tot[:, 1], 1), tot[:, 2] / np.maximum(tot[:, 1], 1)
 
 
-def init_from_target(head: Eagle3Head, tgt: TargetInfo) -> None:
-    """--init target: the head starts as the target's logit lens at its highest
-    feature layer. lm_head = the target's LM head rows of the draft vocabulary,
-    norm = its output_norm, fc passes the last of the three features (the
-    residual stream entering layer L-3) through unchanged, and o_proj and
-    down_proj are zero, so the layer is the identity: out = g = that feature.
-    A few layers short of the end the residual stream already points at the
-    next token more often than not, so training from little data starts from a
-    head that drafts, instead of from noise. (o_proj and down_proj get
-    gradients at once; the other matrices from the next step.)"""
-    if head.fc.weight.shape[1] != 3 * head.H:
-        raise SystemExit("--init target needs the target's hidden size to be the head's")
-    with torch.no_grad():
-        head.lm_head.weight.copy_(tgt.draft_out)
-        head.norm.weight.copy_(tgt.output_norm)
-        head.fc.weight.zero_()
-        head.fc.weight[:, 2 * head.H:] = torch.eye(head.H)
-        head.o_proj.weight.zero_()
-        head.down_proj.weight.zero_()
-
-
 def save_atomic(obj, path: Path) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     torch.save(obj, tmp)
@@ -216,8 +195,7 @@ def main(argv=None) -> int:
     ap.add_argument("--ckpt-minutes", type=float, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--init", choices=["random", "target"], default="random",
-                    help="target: start as the target's logit lens at the highest feature layer (init_from_target)")
+    ap.add_argument("--init", choices=["random"], default="random")
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--export", type=Path, help="also write the head in the released layout here at the end")
     args = ap.parse_args(argv)
@@ -238,7 +216,7 @@ def main(argv=None) -> int:
         cfg = {"hidden": tgt.n_embd, "target_hidden": tgt.n_embd, "n_head": tgt.n_head,
                "n_head_kv": tgt.n_head_kv, "n_ff": args.n_ff or tgt.n_ff, "draft_vocab": len(draft_ids),
                "eps": tgt.eps, "rope_theta": tgt.rope_theta, "ttt": args.ttt,
-               "feature_layers": data.man["feature_layers"], "model": model, "init": args.init}
+               "feature_layers": data.man["feature_layers"], "model": model}
     steps = cfg["ttt"]
     tgt.set_draft(draft_ids)
     in_draft = np.zeros(tgt.n_vocab, dtype=bool)
@@ -247,8 +225,6 @@ def main(argv=None) -> int:
     t2d[torch.from_numpy(draft_ids)] = torch.arange(len(draft_ids))
     head = Eagle3Head(**{k: cfg[k] for k in ("hidden", "target_hidden", "n_head", "n_head_kv", "n_ff",
                                              "draft_vocab", "eps", "rope_theta")}, embed=tgt.embed)
-    if ck is None and args.init == "target":
-        init_from_target(head, tgt)
     opt = torch.optim.AdamW(head.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
     state = {"step": 0, "rows": 0, "epoch": 0, "batch_in_epoch": 0, "elapsed": 0.0, "curve": []}
     if ck is not None:

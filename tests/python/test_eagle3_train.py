@@ -153,40 +153,6 @@ HELD_OUT = [
 ]
 
 
-INIT_FROM_TARGET = """
-import sys, numpy as np, torch
-from eagle3_head_torch import Eagle3Head
-from eagle3_target import load_target
-from eagle3_train import init_from_target
-tgt = load_target(sys.argv[1])
-ids = np.arange(0, tgt.n_vocab, 7)
-tgt.set_draft(ids)
-torch.manual_seed(0)
-head = Eagle3Head(hidden=tgt.n_embd, target_hidden=tgt.n_embd, n_head=tgt.n_head, n_head_kv=tgt.n_head_kv,
-                  n_ff=256, draft_vocab=len(ids), eps=tgt.eps, rope_theta=tgt.rope_theta, embed=tgt.embed)
-init_from_target(head, tgt)
-T, E = 6, tgt.n_embd
-feats = torch.randn(T, 3 * E)
-tokens = torch.randint(0, tgt.n_vocab, (T + 3,))
-outs = head.unroll(feats, tokens, torch.arange(T), torch.zeros(T, dtype=torch.long), 2)
-# the untrained head is the target's logit lens at the highest feature layer, at every unroll step
-lens = tgt.draft_logits(feats[:, 2 * E:])
-for o in outs:
-    torch.testing.assert_close(head.logits(o), lens, rtol=1e-5, atol=1e-5)
-# and it trains: the matrices that start at zero get gradients
-head.logits(outs[0]).logsumexp(-1).sum().backward()
-assert head.o_proj.weight.grad.abs().sum() > 0 and head.down_proj.weight.grad.abs().sum() > 0
-print("ok")
-"""
-
-
-def test_init_from_target_is_the_logit_lens():
-    """--init target: before any training the head's logits are the target's output_norm + LM head
-    (draft rows) applied to the highest feature layer, at every unroll step."""
-    r = torch_py(INIT_FROM_TARGET, str(model_path(MODEL)))
-    assert r.stdout.strip().endswith("ok")
-
-
 def test_pipeline_trains_a_head_better_than_random(tmp_path, dims):
     """The tiny pipeline end to end, and its head in the engine.
 
