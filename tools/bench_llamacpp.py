@@ -178,6 +178,22 @@ def spec_unavailable(inp: dict) -> str | None:
     return None
 
 
+# What llama.cpp prints when its graph for the target's architecture exposes no
+# layer inputs to an EAGLE-3 head (the vendored build wires them for llama,
+# qwen3 and a few more, not for qwen2): every turn would fail the same way.
+_NO_EAGLE3_FEATURES = "layer input tensor is null"
+
+
+def method_unsupported(method: str, error: str, vocab) -> str | None:
+    """Why a failure means the method cannot run on this target at all (so
+    its other turns are not tried), or None for a failure of one turn."""
+    if method == "llamacpp-eagle3" and _NO_EAGLE3_FEATURES in error:
+        arch = (getattr(vocab, "metadata", None) or {}).get("general.architecture", "?")
+        return (f"llama.cpp's build does not capture EAGLE-3 features for this target's architecture ({arch}): "
+                f"its graph sets no layer inputs ('{_NO_EAGLE3_FEATURES}')")
+    return None
+
+
 def eagle3_gguf(inp: dict, quiet: bool) -> str:
     """The EAGLE-3 head as llama.cpp's eagle3 GGUF: a GGUF is used as it is, a
     Hugging Face layout directory is converted (once: kept at inp["eagle3_gguf"],
@@ -278,6 +294,11 @@ def run_prompts(inp: dict, quiet: bool, checkpoint: str | None = None) -> dict:
                         try:
                             runs_of_turn = [one(tr, temp) for _ in range(reps)]
                         except (ValueError, RuntimeError) as e:
+                            why = method_unsupported(method, str(e), vocab)
+                            if why:
+                                unavailable[method] = why
+                                log(quiet, f"llama.cpp baseline: {method} not measured: {why}")
+                                break
                             skipped.append({"method": method, "threads": t, "temp": temp, "conv": tr["conv"],
                                             "turn": tr["turn"], "reason": str(e)})
                             log(quiet, f"[{i + 1}/{len(turns)}] {method} t={t} T={temp}: skipped: {e}")
@@ -304,6 +325,8 @@ def run_prompts(inp: dict, quiet: bool, checkpoint: str | None = None) -> dict:
                                    f"{rec['n_generated'] / d if d > 0 else 0:.1f} tok/s")
                     if method == "llamacpp-ar" and "tokens" in recs[-1]:  # (AR turns are never skipped)
                         ar_tokens[(temp, tr["conv"], tr["turn"])] = recs[-1]
+                if method in unavailable:
+                    break  # no run: the report lists why
                 runs.append({"method": method, "threads": t, "temp": temp, **extra, "records": recs})
             if llm is not None:
                 del llm

@@ -674,3 +674,30 @@ def test_auto_min_gain_sweeps_and_refuses_bad_values(prompts_file, tmp_path):
     p = subprocess.run(base + ["--auto-min-gain", "1.5", "-o", str(tmp_path / "bad")], capture_output=True,
                        text=True, timeout=120)
     assert p.returncode != 0 and "--auto-min-gain 1.5 is outside [0, 1]" in p.stderr
+
+
+def test_llamacpp_eagle3_on_a_target_llama_cpp_cannot_feed_is_unavailable(prompts_file, tmp_path, llamacpp_spec_bin):
+    """The vendored llama.cpp captures EAGLE-3 features for some architectures only (not qwen2): its
+    example then aborts on every turn, so the row is reported unavailable with the reason once,
+    after the first turn, instead of a skipped entry per turn; specdec's own eagle3 rows still run."""
+    model = model_path("qwen2.5-coder-0.5b-instruct-q4_k_m")
+    from test_eagle3 import target_dims, write_head
+
+    dims = target_dims(model)
+    head = tmp_path / "head"
+    write_head(head, dims, seed=5, draft_vocab=1024, n_ff=256, layer_ids=[2, dims.n_layer // 2, dims.n_layer - 3])
+    out = tmp_path / "out"
+    cmd = [str(BIN), "bench", "-m", str(model), "--eagle3", str(head), "--method", "ar,eagle3-chain",
+           "--draft-k", "2", "--prompts", str(prompts_file), "--max-turns", "1", "--limit", "2", "-n", "4",
+           "--ignore-eos", "-t", "1", "--warmup", "0", "-c", "512", "--llamacpp", "--llamacpp-spec",
+           "draft-eagle3", "-o", str(out), "-q"]
+    env = dict(os.environ, SPECDEC_LLAMACPP_SPEC_BIN=str(llamacpp_spec_bin))
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+    assert p.returncode == 0, p.stderr
+    data = load_report(out)
+    why = data["unavailable"].get("llamacpp-eagle3", "")
+    assert "qwen2" in why and "EAGLE-3 features" in why, data["unavailable"]
+    assert data["skipped"] == []
+    assert not [r for r in data["records"] if r["method"] == "llamacpp-eagle3"]
+    assert len([r for r in data["records"] if r["method"] == "eagle3-chain"]) == 2
+    assert "llamacpp-eagle3" in (out / "bench.md").read_text()
