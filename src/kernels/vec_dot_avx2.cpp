@@ -1518,6 +1518,30 @@ void tile_one_or_many(int64_t n_in, const uint8_t* w, size_t w_stride, int64_t n
     else tile<KN>(n_in, w, w_stride, nr, a, a_stride, nt, y, ldy);
 }
 
+#if defined(SPECDEC_VEC_DOT_VNNI)
+// Q4_K and Q6_K at the VNNI level: up to 4 activation rows the 256-bit VNNI
+// kernels (this level's build of the AVX2 ones), from 5 on the 2-row zmm
+// tiles. Zen 4 (AMD EPYC VM, 2026-12-07), specdec_microbench, 1 thread, us,
+// AVX2 level / zmm tile / ymm VNNI: Q4_K 8960x1536 1 token 397-407 / 677-686 /
+// 371-388, 4 tokens 1032-1055 / 1109-1116 / 961-971, 16 tokens 3915-4594 /
+// 2655-2864 / 3850-3968; Q4_K 1536x1536 4 tokens 203 / 172-184 / 153-160;
+// Q6_K 8960x1536 1 token 471-495 / 1017-1036 / 466-472, 4 tokens 1268-1371 /
+// 1415-1438 / 1250-1324. (The zmm tiles decode one row at half speed on Zen
+// 4, whose 512-bit operations are double-pumped; from about 8 rows their 16
+// activation rows per weight load win.) The row-count calibration
+// (kernel_choice.h) still picks between this and the AVX2 level per bucket.
+constexpr int kYmmRowsQ4_K = 4;
+constexpr int kYmmRowsQ6_K = 4;
+// Up to YmmRows activation rows the 256-bit VNNI kernels (K1 for one row, KN
+// for more), from there Many (the 2-row zmm tiles). All give the same bits.
+template <template <int> class K1, template <int> class KN, TileFn Many, int YmmRows>
+void tile_ymm_or_zmm(int64_t n_in, const uint8_t* w, size_t w_stride, int64_t nr, const uint8_t* a,
+                     size_t a_stride, int64_t nt, float* y, int64_t ldy) {
+    if (nt > YmmRows) return Many(n_in, w, w_stride, nr, a, a_stride, nt, y, ldy);
+    tile_one_or_many<K1, KN>(n_in, w, w_stride, nr, a, a_stride, nt, y, ldy);
+}
+#endif
+
 KernelTable make_table() {
     KernelTable k{};  // aggregate init: no out-of-line constructor compiled with these flags
     auto set = [&](TensorType t, TileFn f) { k.tile[(int)t] = f; };
@@ -1542,8 +1566,8 @@ KernelTable make_table() {
     // weights hide under the memory read); from 2 rows on the paired
     // kernels' 3 multiplies win (Zen 2, in-cache 8960x1536 Q4_K, 1 thread:
     // 60 -> 66 GFLOP/s at 4-64 rows; qwen 1.5B prefill 19.5 -> 22 tok/s).
-    // Not at the AVX-512 level: its zmm tiles were tuned apart and this
-    // machine kind cannot test a change to them.
+    // At the AVX-512 level this pair runs Q4_K and Q6_K up to 4 rows only
+    // (tile_ymm_or_zmm), the zmm tiles from there.
     set(TensorType::Q4_K, tile_one_or_many<KQ4_K, KQ4_Kp>);
     set(TensorType::Q5_K, tile_one_or_many<KQ5_K, KQ5_Kp>);
     set(TensorType::Q6_K, tile_one_or_many<KQ6_K, KQ6_Kp>);
@@ -1554,8 +1578,8 @@ KernelTable make_table() {
     set(TensorType::Q8_0, tile_one_token_rows<zmm_one_token_rows<DecQ8_0>, KQ8_0, tile2<Z2Q8_0>>);
     set(TensorType::Q4_1, tile_one_token_rows<zmm_one_token_rows<DecQ4_1>, KQ4_1, tile2<Z2Q4_1>>);
     set(TensorType::Q5_1, tile_one_token_rows<zmm_one_token_rows<DecQ5_1>, KQ5_1, tile2<Z2Q5_1>>);
-    set(TensorType::Q4_K, tile2<Z2Q4_K>);
-    set(TensorType::Q6_K, tile2<Z2Q6_K>);
+    set(TensorType::Q4_K, tile_ymm_or_zmm<KQ4_K, KQ4_Kp, tile2<Z2Q4_K>, kYmmRowsQ4_K>);
+    set(TensorType::Q6_K, tile_ymm_or_zmm<KQ6_K, KQ6_Kp, tile2<Z2Q6_K>, kYmmRowsQ6_K>);
 #endif
     return k;
 }
