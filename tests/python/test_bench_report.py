@@ -595,26 +595,34 @@ def test_llamacpp_draft_baseline_resumes(llamacpp_report):
     assert key(again) == key(llamacpp_report["data"])
 
 
+def run_llamacpp_eagle3_bench(model: Path, prompts_file: Path, out: Path, spec_bin: Path, *, seed: int, k: int,
+                              n: int, **head_kw) -> dict:
+    """specdec bench with a random head for `model`: ar and eagle3-chain, plus llama.cpp's
+    draft-eagle3 with the same head; returns the report."""
+    from test_eagle3 import target_dims, write_head
+
+    dims = target_dims(model)
+    head = out.parent / (out.name + "-head")
+    write_head(head, dims, seed=seed, layer_ids=[2, dims.n_layer // 2, dims.n_layer - 3], **head_kw)
+    cmd = [str(BIN), "bench", "-m", str(model), "--eagle3", str(head), "--method", "ar,eagle3-chain",
+           "--draft-k", str(k), "--prompts", str(prompts_file), "--max-turns", "1", "--limit", "2", "-n", str(n),
+           "--ignore-eos", "-t", "1", "--warmup", "0", "-c", "512", "--llamacpp", "--llamacpp-spec",
+           "draft-eagle3", "-o", str(out), "-q"]
+    env = dict(os.environ, SPECDEC_LLAMACPP_SPEC_BIN=str(spec_bin))
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+    assert p.returncode == 0, p.stderr
+    return {"cmd": cmd, "env": env, "head": head, "data": load_report(out)}
+
+
 def test_llamacpp_eagle3_baseline_runs_the_same_head(prompts_file, tmp_path, llamacpp_spec_bin):
     """llama.cpp's draft-eagle3 drafts with the head specdec's eagle3-chain uses: the Hugging Face
     layout is converted once to llama.cpp's eagle3 GGUF (float16 matrices) and reused; without
     --eagle3 the type is left out. (A random head: llama.cpp drafts, but few drafts are accepted.)"""
     import gguf
-    from test_eagle3 import target_dims, write_head
 
-    model = model_path(DEFAULT_MODEL)
-    dims = target_dims(model)
-    head = tmp_path / "head"
-    write_head(head, dims, seed=3, layer_ids=[2, dims.n_layer // 2, dims.n_layer - 3])
     out = tmp_path / "out"
-    cmd = [str(BIN), "bench", "-m", str(model), "--eagle3", str(head), "--method", "ar,eagle3-chain",
-           "--draft-k", "3", "--prompts", str(prompts_file), "--max-turns", "1", "--limit", "2", "-n", "8",
-           "--ignore-eos", "-t", "1", "--warmup", "0", "-c", "512", "--llamacpp", "--llamacpp-spec",
-           "draft-eagle3", "-o", str(out), "-q"]
-    env = dict(os.environ, SPECDEC_LLAMACPP_SPEC_BIN=str(llamacpp_spec_bin))
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
-    assert p.returncode == 0, p.stderr
-    data = load_report(out)
+    run = run_llamacpp_eagle3_bench(model_path(DEFAULT_MODEL), prompts_file, out, llamacpp_spec_bin, seed=3, k=3, n=8)
+    cmd, env, head, data = run["cmd"], run["env"], run["head"], run["data"]
     assert data["unavailable"] == {} and data["skipped"] == []
     ar = {(r["conv_id"], r["turn"]): r for r in data["records"] if r["method"] == "ar"}
     rows = [r for r in data["records"] if r["method"] == "llamacpp-eagle3"]
@@ -680,21 +688,9 @@ def test_llamacpp_eagle3_on_a_target_llama_cpp_cannot_feed_is_unavailable(prompt
     """The vendored llama.cpp captures EAGLE-3 features for some architectures only (not qwen2): its
     example then aborts on every turn, so the row is reported unavailable with the reason once,
     after the first turn, instead of a skipped entry per turn; specdec's own eagle3 rows still run."""
-    model = model_path("qwen2.5-coder-0.5b-instruct-q4_k_m")
-    from test_eagle3 import target_dims, write_head
-
-    dims = target_dims(model)
-    head = tmp_path / "head"
-    write_head(head, dims, seed=5, draft_vocab=1024, n_ff=256, layer_ids=[2, dims.n_layer // 2, dims.n_layer - 3])
     out = tmp_path / "out"
-    cmd = [str(BIN), "bench", "-m", str(model), "--eagle3", str(head), "--method", "ar,eagle3-chain",
-           "--draft-k", "2", "--prompts", str(prompts_file), "--max-turns", "1", "--limit", "2", "-n", "4",
-           "--ignore-eos", "-t", "1", "--warmup", "0", "-c", "512", "--llamacpp", "--llamacpp-spec",
-           "draft-eagle3", "-o", str(out), "-q"]
-    env = dict(os.environ, SPECDEC_LLAMACPP_SPEC_BIN=str(llamacpp_spec_bin))
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
-    assert p.returncode == 0, p.stderr
-    data = load_report(out)
+    data = run_llamacpp_eagle3_bench(model_path("qwen2.5-coder-0.5b-instruct-q4_k_m"), prompts_file, out,
+                                     llamacpp_spec_bin, seed=5, k=2, n=4, draft_vocab=1024, n_ff=256)["data"]
     why = data["unavailable"].get("llamacpp-eagle3", "")
     assert "qwen2" in why and "EAGLE-3 features" in why, data["unavailable"]
     assert data["skipped"] == []
