@@ -21,8 +21,9 @@ target itself, and the target's features at every position.
    All are memory-mappable (np.memmap) by tools/eagle3_train.py.
 
 Resumable: responses go to OUT/responses.jsonl as they come; a rerun skips
-prompts already answered and sequences already dumped. Between sequences it
-waits while /work/logs/QUIET exists (a shared machine's "hands off" flag).
+prompts already answered and sequences already dumped. With
+SPECDEC_QUIET_FILE set, it waits between sequences while that file exists (a
+shared machine's "hands off" flag, so a benchmark can have the cores).
 
     .venv/bin/python tools/eagle3_data.py --model smollm2-135m-instruct-q4_1 \
         --out out/eagle3/smollm2/data --n-chat 200 --n-code 100 --max-new 256
@@ -46,17 +47,18 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools"))
 import prompts as prompt_sets  # noqa: E402
 
-QUIET = Path(os.environ.get("SPECDEC_QUIET_FILE", "/work/logs/QUIET"))
+# No default: a fixed path would pause a run on any machine that has that file.
+QUIET = Path(os.environ["SPECDEC_QUIET_FILE"]) if os.environ.get("SPECDEC_QUIET_FILE") else None
 STDLIB = Path("/usr/lib/python3.11")
 
 
 def wait_quiet() -> None:
     announced = False
-    while QUIET.exists():
+    while QUIET is not None and QUIET.exists():
         if not announced:
             print(f"[data] {QUIET} exists: paused", file=sys.stderr, flush=True)
             announced = True
-        time.sleep(30)
+        time.sleep(2)
 
 
 def chat_prompts(n: int, exclude_first: int, rng: random.Random, max_chars: int) -> list[dict]:

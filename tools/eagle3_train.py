@@ -13,8 +13,9 @@ data (then prompt tokens). Token embeddings: the target's, frozen.
 Progress lines: tokens seen, loss, top-1 acceptance per unroll step on a
 held-in validation split (every --val-every steps), time left. A checkpoint is
 written atomically every --ckpt-minutes and at the end; --resume continues
-one. Waits while /work/logs/QUIET exists. Run it with .venv-train/bin/python
-(scripts/setup.sh: Debian's python3-torch plus gguf and safetensors).
+one. With SPECDEC_QUIET_FILE set, waits while that file exists. Run it with
+.venv-train/bin/python (scripts/setup.sh: Debian's python3-torch plus gguf and
+safetensors).
 
     .venv-train/bin/python tools/eagle3_train.py --data out/eagle3/smollm2/data \
         --out out/eagle3/smollm2/train --max-tokens 2000000 --minutes 60
@@ -38,15 +39,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from eagle3_head_torch import Eagle3Head  # noqa: E402
 from eagle3_target import TargetInfo, load_target  # noqa: E402
 
-QUIET = Path(os.environ.get("SPECDEC_QUIET_FILE", "/work/logs/QUIET"))
+# No default: a fixed path would pause a run on any machine that has that file.
+QUIET = Path(os.environ["SPECDEC_QUIET_FILE"]) if os.environ.get("SPECDEC_QUIET_FILE") else None
 REPO = Path(__file__).resolve().parent.parent
 
 
 def wait_quiet() -> None:
-    if QUIET.exists():
+    if QUIET is not None and QUIET.exists():
         print(f"[train] {QUIET} exists: paused", flush=True)
         while QUIET.exists():
-            time.sleep(30)
+            time.sleep(2)
 
 
 class Data:

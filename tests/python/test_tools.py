@@ -6,7 +6,11 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
 import re
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -343,3 +347,23 @@ def test_bench_arch_specs_are_realistic_and_bad_names_are_refused(tmp_path):
     assert p.returncode == 2
     assert "unknown architecture(s) nope" in p.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_eagle3_stages_pause_only_on_a_named_quiet_file(tmp_path):
+    """The data and training stages pause while SPECDEC_QUIET_FILE exists, and only then: no fixed
+    path of some machine's convention can stop a user's run (CI once waited on one)."""
+    code = ("import sys; sys.path.insert(0, 'tools'); import eagle3_data as d; "
+            "print(d.QUIET); d.wait_quiet(); print('went on')")
+    flag = tmp_path / "quiet"
+    env = {k: v for k, v in os.environ.items() if k != "SPECDEC_QUIET_FILE"}
+    r = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0 and r.stdout.split() == ["None", "went", "on"], r.stderr
+    flag.write_text("")
+    p = subprocess.Popen([sys.executable, "-c", code], cwd=REPO_ROOT, env=dict(env, SPECDEC_QUIET_FILE=str(flag)),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)
+    assert p.poll() is None  # waiting on the file
+    flag.unlink()
+    out, err = p.communicate(timeout=60)
+    assert out.split() == [str(flag), "went", "on"] and "paused" in err, err
