@@ -134,7 +134,7 @@ void args(benchmark::internal::Benchmark* b) {
     };
     for (const Shape& s : shapes)
         for (int threads : {1, 2})
-            for (int64_t n_tok : {1, 4, 16, 64})
+            for (int64_t n_tok : {1, 4, 8, 16, 64})
                 b->Args({(int64_t)s.t, s.n_in, s.n_out, n_tok, threads});
     b->ArgNames({"type", "n_in", "n_out", "n_tok", "threads"});
     b->UseRealTime();
