@@ -46,19 +46,13 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools"))
 import prompts as prompt_sets  # noqa: E402
+from quiet_file import QUIET, wait_quiet as _wait_quiet  # noqa: E402,F401 (QUIET: read by the tests)
 
-# No default: a fixed path would pause a run on any machine that has that file.
-QUIET = Path(os.environ["SPECDEC_QUIET_FILE"]) if os.environ.get("SPECDEC_QUIET_FILE") else None
 STDLIB = Path("/usr/lib/python3.11")
 
 
 def wait_quiet() -> None:
-    announced = False
-    while QUIET is not None and QUIET.exists():
-        if not announced:
-            print(f"[data] {QUIET} exists: paused", file=sys.stderr, flush=True)
-            announced = True
-        time.sleep(2)
+    _wait_quiet("data", sys.stderr)
 
 
 def chat_prompts(n: int, exclude_first: int, rng: random.Random, max_chars: int) -> list[dict]:

@@ -39,16 +39,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from eagle3_head_torch import Eagle3Head  # noqa: E402
 from eagle3_target import TargetInfo, load_target  # noqa: E402
 
-# No default: a fixed path would pause a run on any machine that has that file.
-QUIET = Path(os.environ["SPECDEC_QUIET_FILE"]) if os.environ.get("SPECDEC_QUIET_FILE") else None
+from quiet_file import wait_quiet as _wait_quiet  # noqa: E402
 REPO = Path(__file__).resolve().parent.parent
 
 
 def wait_quiet() -> None:
-    if QUIET is not None and QUIET.exists():
-        print(f"[train] {QUIET} exists: paused", flush=True)
-        while QUIET.exists():
-            time.sleep(2)
+    _wait_quiet("train")
 
 
 class Data:
