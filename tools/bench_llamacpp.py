@@ -235,6 +235,8 @@ def run_prompts(inp: dict, quiet: bool, checkpoint: str | None = None) -> dict:
     for t in inp["threads"]:
         ar_tokens = {}  # (temp, conv, turn) -> llamacpp-ar's record (its ids, for greedy comparisons)
         for method in methods_of(inp):
+            if method in unavailable:
+                continue  # found at an earlier thread count: it does not depend on threads
             draft = None
             extra = {}
             if method == "llamacpp-pld":
