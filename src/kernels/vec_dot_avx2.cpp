@@ -185,6 +185,7 @@ void dot_q8_0_family(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_
         acc[t] = _mm256_setzero_ps();
     }
     for (int64_t b = 0; b < n_in / QK; ++b) {
+        if constexpr (NT <= 4) prefetch_block_ahead<sizeof(typename Dec::Block)>(&x[b]);
         const __m256i q = Dec::decode(x[b]);
         const __m256 dx = _mm256_set1_ps(h2f(x[b].d));
         for (int t = 0; t < NT; ++t) {
@@ -236,6 +237,7 @@ void dot_q8_1_family(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_
         summ[t] = 0.0f;
     }
     for (int64_t b = 0; b < n_in / QK; ++b) {
+        if constexpr (NT <= 4) prefetch_block_ahead<sizeof(typename Dec::Block)>(&x[b]);
         const __m256i q = Dec::decode(x[b]);
         const __m256 dx = _mm256_set1_ps(h2f(x[b].d));
         const float mx = h2f(x[b].m);
@@ -919,6 +921,48 @@ struct Group2 : ActExtrasLayout {
     const float* s_t = nullptr;
 };
 
+// Software prefetch of the next row pair's weights while this pair runs.
+// tile2 walks row pairs in order, so the next pair's two rows are the bytes
+// [w1 + (w1 - w0), + 2 (w1 - w0)); super-block b of nb prefetches the b-th
+// nb-th of them. With 16 tokens a pair takes ~100 cycles per super-block,
+// long enough that the hardware streamer, which restarts at every 4 KiB page
+// and only runs a few lines ahead of demand, leaves DRAM latency exposed (in-
+// cache vs DRAM: ~1.3-1.5x at 16 tokens). Prefetches never fault, so running
+// past the matrix's last row is harmless; they change no arithmetic.
+template <size_t BlockBytes>
+inline void prefetch_next_pair(const uint8_t* w0, const uint8_t* w1, int64_t b) {
+    const uint8_t* p = w1 + (w1 - w0) + 2 * (size_t)b * BlockBytes;
+#pragma GCC unroll 8
+    for (size_t off = 0; off < 2 * BlockBytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
+}
+// Tokens per call from which the next pair's prefetch pays: fewer tokens
+// make a pair's time too short for one pair's distance.
+constexpr int kPrefetchMinTokens = 8;
+// Below that, both rows' lines kPrefetchAhead bytes past super-block b, as
+// the 1-row kernels do: the hardware streamer alone left the small-batch
+// walk waiting on memory (2026-12-07 Intel VM, qwen 1.5B, every tile forced
+// to the AVX-512 level, weights in huge pages, 2 threads: Q4_K's prefetch
+// alone took a 1-row forward 57.9 -> 45.8 ms and a 4-row one 85.1 -> 69.6 ms).
+template <size_t BlockBytes, int NT>
+inline void prefetch_pair(const uint8_t* w0, const uint8_t* w1, int64_t b) {
+    if constexpr (NT >= kPrefetchMinTokens) {
+        prefetch_next_pair<BlockBytes>(w0, w1, b);
+    } else {
+        prefetch_block_ahead<BlockBytes>(w0 + (size_t)b * BlockBytes);
+        prefetch_block_ahead<BlockBytes>(w1 + (size_t)b * BlockBytes);
+    }
+}
+
+// The 32-element families' pair tiles below prefetch the next pair at every
+// token count (their rows are short: a pair of 2048-wide Q8_0 rows is 4.3 KiB,
+// and kPrefetchAhead bytes past row r reaches only into row r + 1 or r + 2,
+// which leaves every other pair's start waiting on DRAM). Without any
+// prefetch they were the slowest choice at 2 tokens: the kernel calibration
+// (2048-wide, flushed, 1 thread, Zen 4 VM, ns per row and token) timed the
+// 2-token bucket at 113 (Q4_1) and 107-123 (Q8_0) against 77 and 90 for one
+// token; with it 58 and 48. 2 threads, fwd(2)/fwd(1): SmolLM2 135M 1.65-1.85
+// -> 1.15-1.34, Gemma 3 270M 1.29-1.36 -> 1.09-1.11, qwen 0.5B 1.43-1.46 ->
+// 1.14-1.30 (two runs each, alternating with the build before).
 // Q4_0 / Q5_0 / Q8_0 against Q8_0: as dot_q8_0_family (unsigned decoders).
 template <class Dec, int NT>
 void zmm_q8_0_family(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const uint8_t* a,
@@ -935,6 +979,7 @@ void zmm_q8_0_family(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const u
         acc[t] = _mm512_setzero_ps();
     }
     for (int64_t b = 0; b < n_in / QK; ++b) {
+        prefetch_next_pair<sizeof(typename Dec::Block)>(w0, w1, b);
         const __m512i q = join256(Dec::decode(x0[b]), Dec::decode(x1[b]));
         const __m512 dx = two_halves_f16(x0[b].d, x1[b].d);
         const size_t q_off = (size_t)b * sizeof(BlockQ8_0) + offsetof(BlockQ8_0, qs);
@@ -1016,6 +1061,7 @@ void zmm_q8_1_family(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const u
     }
     __m256 summ0 = _mm256_setzero_ps(), summ1 = _mm256_setzero_ps();  // lane t: token t
     for (int64_t b = 0; b < n_in / QK; ++b) {
+        prefetch_next_pair<sizeof(typename Dec::Block)>(w0, w1, b);
         const __m512i q = join256(Dec::decode(x0[b]), Dec::decode(x1[b]));
         const __m512 dx = two_halves_f16(x0[b].d, x1[b].d);
         const __m256 sv = _mm256_loadu_ps(g.s_t + 8 * b);
@@ -1037,38 +1083,6 @@ void zmm_q8_1_family(int64_t n_in, const uint8_t* w0, const uint8_t* w1, const u
     for (int t = 0; t < NT; ++t) {
         out0[t] = hsum_lo(acc[t]) + m0[t];
         out1[t] = hsum_hi(acc[t]) + m1[t];
-    }
-}
-
-// Software prefetch of the next row pair's weights while this pair runs.
-// tile2 walks row pairs in order, so the next pair's two rows are the bytes
-// [w1 + (w1 - w0), + 2 (w1 - w0)); super-block b of nb prefetches the b-th
-// nb-th of them. With 16 tokens a pair takes ~100 cycles per super-block,
-// long enough that the hardware streamer, which restarts at every 4 KiB page
-// and only runs a few lines ahead of demand, leaves DRAM latency exposed (in-
-// cache vs DRAM: ~1.3-1.5x at 16 tokens). Prefetches never fault, so running
-// past the matrix's last row is harmless; they change no arithmetic.
-template <size_t BlockBytes>
-inline void prefetch_next_pair(const uint8_t* w0, const uint8_t* w1, int64_t b) {
-    const uint8_t* p = w1 + (w1 - w0) + 2 * (size_t)b * BlockBytes;
-#pragma GCC unroll 8
-    for (size_t off = 0; off < 2 * BlockBytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
-}
-// Tokens per call from which the next pair's prefetch pays: fewer tokens
-// make a pair's time too short for one pair's distance.
-constexpr int kPrefetchMinTokens = 8;
-// Below that, both rows' lines kPrefetchAhead bytes past super-block b, as
-// the 1-row kernels do: the hardware streamer alone left the small-batch
-// walk waiting on memory (2026-12-07 Intel VM, qwen 1.5B, every tile forced
-// to the AVX-512 level, weights in huge pages, 2 threads: Q4_K's prefetch
-// alone took a 1-row forward 57.9 -> 45.8 ms and a 4-row one 85.1 -> 69.6 ms).
-template <size_t BlockBytes, int NT>
-inline void prefetch_pair(const uint8_t* w0, const uint8_t* w1, int64_t b) {
-    if constexpr (NT >= kPrefetchMinTokens) {
-        prefetch_next_pair<BlockBytes>(w0, w1, b);
-    } else {
-        prefetch_block_ahead<BlockBytes>(w0 + (size_t)b * BlockBytes);
-        prefetch_block_ahead<BlockBytes>(w1 + (size_t)b * BlockBytes);
     }
 }
 
