@@ -4,7 +4,8 @@
 Input (JSON, written by specdec bench):
   {"model": PATH, "threads": [..], "n_ctx": N,
    # AR micro-mode (issue #4):
-   "micro": {"tokens": [ids], "prefill": P, "decode": D, "reps": R},
+   "micro": {"tokens": [ids], "prefill": P, "decode": D, "reps": R,
+             "forward_sizes": [N, ..], "forward_reps": R2},  # sizes optional
    # or the prompt-set mode (issue #7):
    "turns": [{"conv", "turn", "tokens"}], "n_predict", "temps", "ignore_eos",
    "eog": [ids], "seed", "warmup", "reps", "pld_num_pred_tokens", "pld_max_ngram_size",
@@ -16,7 +17,9 @@ Input (JSON, written by specdec bench):
    # converted to "eagle3_gguf": PATH, or llama.cpp's eagle3 GGUF), "eagle3_num_pred_tokens": K}
 
 Output (JSON):
-  micro: {"micro": [{"threads", "prefill_tok_s", "decode_tok_s", ...}], ...}
+  micro: {"micro": [{"threads", "prefill_tok_s", "decode_tok_s", ...,
+                      # with "forward_sizes" in the input:
+                      "forward": [{"n", "seconds", "rep_seconds", "ratio"}]}], ...}
   prompts: {"runs": [{"method": "llamacpp-ar"|"llamacpp-pld"|<a spec method>, "threads", "temp",
              "records": [{"conv", "turn", "n_prompt", "n_generated", "prefill_s",
                           "decode_s", "rep_decode_s", "finish_reason", "tokens",
@@ -77,13 +80,45 @@ def load(model: str, threads: int, n_ctx: int, draft=None):
     )
 
 
+def forward_sizes(llm, toks: list, P: int, D: int, sizes: list, reps: int) -> list:
+    """specdec's fwd(N)/fwd(1) on llama.cpp: one llama_decode of N tokens past
+    the P-token prefix, every one with logits (as a verification needs), the
+    cache rolled back to P before each, median of `reps` after a warm-up.
+    Through llama-cpp-python's context and batch directly (Llama.eval would
+    also copy every row's logits into its numpy table, which llama.cpp's own
+    verification does not do). llama.cpp keeps full logits; specdec reduces
+    each row to its greedy token."""
+    ctx, batch = llm._ctx, llm._batch
+    llm.reset()
+    llm.eval(toks[:P])
+    out = []
+    for n in sorted(set([1] + list(sizes))):
+        chunk = list(toks[P:P + min(n, D)])  # the rows specdec's micro-mode forwards
+        while len(chunk) < n:
+            chunk.append(toks[len(chunk) % P])
+        ts = []
+        for i in range(reps + 1):
+            ctx.kv_cache_seq_rm(-1, P, -1)
+            batch.set_batch(batch=chunk, n_past=P, logits_all=True)
+            t0 = time.perf_counter()
+            ctx.decode(batch)
+            if i > 0:  # the first is the warm-up
+                ts.append(time.perf_counter() - t0)
+        out.append({"n": n, "seconds": statistics.median(ts), "rep_seconds": ts})
+    ctx.kv_cache_seq_rm(-1, P, -1)
+    t1 = out[0]["seconds"]
+    for f in out:
+        f["ratio"] = f["seconds"] / t1
+    return out
+
+
 def run_micro(inp: dict, quiet: bool) -> dict:
     m = inp["micro"]
     toks = m["tokens"]
     P, D, reps = m["prefill"], m["decode"], max(1, m.get("reps", 1))
     rows = []
     for t in inp["threads"]:
-        llm = load(inp["model"], t, max(inp.get("n_ctx", 0), P + D + 16))
+        llm = load(inp["model"], t, max(inp.get("n_ctx", 0), P + D + 16, P + max(m.get("forward_sizes") or [0]) + 16))
         llm.reset()
         llm.eval(toks[:16])  # warm-up
         pre, dec = [], []
@@ -98,9 +133,14 @@ def run_micro(inp: dict, quiet: bool) -> dict:
             dec.append(time.perf_counter() - t0)
             log(quiet, f"llama.cpp micro t={t}: prefill {P / pre[-1]:.1f} tok/s, decode {D / dec[-1]:.1f} tok/s")
         p, d = statistics.median(pre), statistics.median(dec)
-        rows.append({"engine": "llama.cpp", "threads": t, "prefill_tokens": P, "prefill_s": p,
-                     "prefill_rep_s": pre, "prefill_tok_s": P / p, "decode_tokens": D, "decode_s": d,
-                     "decode_rep_s": dec, "decode_tok_s": D / d, "n_batch": 512})
+        row = {"engine": "llama.cpp", "threads": t, "prefill_tokens": P, "prefill_s": p,
+               "prefill_rep_s": pre, "prefill_tok_s": P / p, "decode_tokens": D, "decode_s": d,
+               "decode_rep_s": dec, "decode_tok_s": D / d, "n_batch": 512}
+        if m.get("forward_sizes"):
+            row["forward"] = forward_sizes(llm, toks, P, D, m["forward_sizes"], m.get("forward_reps", 5))
+            log(quiet, f"llama.cpp micro t={t}: " +
+                ", ".join(f"fwd({f['n']})/fwd(1) {f['ratio']:.2f}" for f in row["forward"] if f["n"] != 1))
+        rows.append(row)
         del llm
     return {"micro": rows}
 

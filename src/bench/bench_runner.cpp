@@ -753,7 +753,9 @@ void run_llamacpp(BenchResult& r, const std::string& root) {
         in["micro"] = {{"tokens", r.meta["micro_tokens"]},
                        {"prefill", o.micro_prefill},
                        {"decode", o.micro_decode},
-                       {"reps", o.reps}};
+                       {"reps", o.reps},
+                       {"forward_sizes", o.forward_sizes},
+                       {"forward_reps", std::max(1, o.micro_reps)}};
     } else {
         for (const auto& c : r.configs)
             if (!c.external && std::find(threads.begin(), threads.end(), c.threads) == threads.end())

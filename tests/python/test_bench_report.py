@@ -697,3 +697,27 @@ def test_llamacpp_eagle3_on_a_target_llama_cpp_cannot_feed_is_unavailable(prompt
     assert not [r for r in data["records"] if r["method"] == "llamacpp-eagle3"]
     assert len([r for r in data["records"] if r["method"] == "eagle3-chain"]) == 2
     assert "llamacpp-eagle3" in (out / "bench.md").read_text()
+
+
+def test_micro_mode_times_verification_forwards_on_llama_cpp(tmp_path):
+    # The AR micro-mode's verification-shaped forwards on llama.cpp too: the
+    # same sizes, each past the same prefix with the cache rolled back, so the
+    # report sets specdec's fwd(N) beside llama.cpp's.
+    out = tmp_path / "out"
+    p = subprocess.run([str(BIN), "bench", "--method", "ar", "-m", str(model_path(DEFAULT_MODEL)), "--prefill", "16",
+                        "--decode", "4", "--forward-sizes", "1,2,4", "--forward-reps", "2", "--reps", "1", "-t", "1",
+                        "--llamacpp", "-o", str(out), "-q"], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    data = json.loads((out / "bench.json").read_text())
+    (lc,) = data["llamacpp"]["micro"]
+    fwd = lc["forward"]
+    assert [f["n"] for f in fwd] == [1, 2, 4]
+    assert fwd[0]["ratio"] == 1.0
+    for f in fwd:
+        assert len(f["rep_seconds"]) == 2 and f["seconds"] > 0
+        assert abs(f["ratio"] - f["seconds"] / fwd[0]["seconds"]) < 1e-9
+    md = (out / "bench.md").read_text()
+    assert "Verification-shaped forwards against llama.cpp" in md
+    table = md.split("Verification-shaped forwards against llama.cpp")[1]
+    rows = [l for l in table.splitlines() if l.startswith("| 1 |")]
+    assert [l.split("|")[2].strip() for l in rows] == ["1", "2", "4"], table
