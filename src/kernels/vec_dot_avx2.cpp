@@ -472,8 +472,11 @@ void dot_q45_K(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride
         const __m128i mins = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm));
         // scales as 8 int16, in both 128-bit halves
         const __m256i sc2 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
-        __m256i sumi[NT];
-        for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
+        // Two chains per token, low and high nibbles: one chain of 8 dependent
+        // madds per super-block was the 1-row kernel's critical path. Their
+        // exact sum is the same integer.
+        __m256i sumi[NT], sumj[NT];
+        for (int t = 0; t < NT; ++t) sumi[t] = sumj[t] = _mm256_setzero_si256();
         __m256i qh;
         if constexpr (HasHigh) qh = load256(x[b].qh);
         for (int c = 0; c < 4; ++c) {
@@ -486,14 +489,15 @@ void dot_q45_K(int64_t n_in, const uint8_t* w, const uint8_t* a, size_t a_stride
                 const __m256i p_lo = _mm256_maddubs_epi16(lo, load256(yq));
                 const __m256i p_hi = _mm256_maddubs_epi16(hi, load256(yq + 32));
                 sumi[t] = madd_acc(sumi[t], p_lo, s_lo);
-                sumi[t] = madd_acc(sumi[t], p_hi, s_hi);
+                sumj[t] = madd_acc(sumj[t], p_hi, s_hi);
             }
         }
         const float dx = h2f(x[b].d), dmx = h2f(x[b].dmin);
         for (int t = 0; t < NT; ++t) {
             const __m256i bs = load256(ys[t][b].bsums);
             const __m128i bs8 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-            q45_accumulate<HasHigh>(mins, bs8, ys[t][b].d, dx, dmx, sumi[t], acc[t], acc_m[t]);
+            q45_accumulate<HasHigh>(mins, bs8, ys[t][b].d, dx, dmx, _mm256_add_epi32(sumi[t], sumj[t]), acc[t],
+                                    acc_m[t]);
         }
     }
     for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]) + hsum4(acc_m[t]);
