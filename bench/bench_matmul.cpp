@@ -1,5 +1,5 @@
 // Quantized matmul micro-benchmarks: per weight type and shape, n_tok in
-// {1, 4, 16, 64}, 1 and 2 threads. Reports GB/s of weight bytes streamed and
+// {1, 2, 4, 8, 16, 64}, 1 and 2 threads. Reports GB/s of weight bytes streamed and
 // GFLOP/s (2 n_in n_out n_tok), next to the machine's measured read-bandwidth
 // ceiling (BM_memory_read: the most a decode step, which streams every weight
 // once, could reach).
@@ -134,7 +134,7 @@ void args(benchmark::internal::Benchmark* b) {
     };
     for (const Shape& s : shapes)
         for (int threads : {1, 2})
-            for (int64_t n_tok : {1, 4, 8, 16, 64})
+            for (int64_t n_tok : {1, 2, 4, 8, 16, 64})
                 b->Args({(int64_t)s.t, s.n_in, s.n_out, n_tok, threads});
     b->ArgNames({"type", "n_in", "n_out", "n_tok", "threads"});
     b->UseRealTime();

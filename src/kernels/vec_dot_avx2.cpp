@@ -1528,11 +1528,11 @@ void tile_one_token_rows(int64_t n_in, const uint8_t* w, size_t w_stride, int64_
     for (; r < nr; ++r) K1<1>::run(n_in, w + (size_t)r * w_stride, a, a_stride, y + r);
 }
 
-// One row: K1's kernels; more: KN's (both give the same bits).
-template <template <int> class K1, template <int> class KN>
+// Up to K1Rows rows: K1's kernels; more: KN's (both give the same bits).
+template <template <int> class K1, template <int> class KN, int K1Rows = 1>
 void tile_one_or_many(int64_t n_in, const uint8_t* w, size_t w_stride, int64_t nr, const uint8_t* a,
                       size_t a_stride, int64_t nt, float* y, int64_t ldy) {
-    if (nt == 1) tile<K1>(n_in, w, w_stride, nr, a, a_stride, nt, y, ldy);
+    if (nt <= K1Rows) tile<K1>(n_in, w, w_stride, nr, a, a_stride, nt, y, ldy);
     else tile<KN>(n_in, w, w_stride, nr, a, a_stride, nt, y, ldy);
 }
 
@@ -1550,13 +1550,23 @@ void tile_one_or_many(int64_t n_in, const uint8_t* w, size_t w_stride, int64_t n
 // (kernel_choice.h) still picks between this and the AVX2 level per bucket.
 constexpr int kYmmRowsQ4_K = 4;
 constexpr int kYmmRowsQ6_K = 4;
-// Up to YmmRows activation rows the 256-bit VNNI kernels (K1 for one row, KN
-// for more), from there Many (the 2-row zmm tiles). All give the same bits.
-template <template <int> class K1, template <int> class KN, TileFn Many, int YmmRows>
+// Within that range the plain kernels run 1 and 2 rows, the paired ones 3 and
+// 4: at 2 rows the paired kernels' blends and shifts cost more than their
+// saved multiply on Zen 4 (specdec_microbench, 1 thread, SPECDEC_ISA=avx512,
+// 2 tokens, us, paired / plain, two runs each: Q4_K 1536x8960 695, 720 /
+// 622, 593; Q4_K 8960x1536 788, 751 / 674, 596; Q6_K 8960x1536 1039, 981 /
+// 906, 682), while at 4 rows paired still wins (Q4_K 8960x1536 951, 976 /
+// 1037, 1034). At the AVX2 level the same comparison was mixed, so it keeps
+// its paired kernels from 2 rows.
+constexpr int kPlainRowsK = 2;
+// Up to YmmRows activation rows the 256-bit VNNI kernels (K1 up to K1Rows
+// rows, KN for more), from there Many (the 2-row zmm tiles). All give the
+// same bits.
+template <template <int> class K1, template <int> class KN, TileFn Many, int YmmRows, int K1Rows>
 void tile_ymm_or_zmm(int64_t n_in, const uint8_t* w, size_t w_stride, int64_t nr, const uint8_t* a,
                      size_t a_stride, int64_t nt, float* y, int64_t ldy) {
     if (nt > YmmRows) return Many(n_in, w, w_stride, nr, a, a_stride, nt, y, ldy);
-    tile_one_or_many<K1, KN>(n_in, w, w_stride, nr, a, a_stride, nt, y, ldy);
+    tile_one_or_many<K1, KN, K1Rows>(n_in, w, w_stride, nr, a, a_stride, nt, y, ldy);
 }
 #endif
 
@@ -1596,8 +1606,8 @@ KernelTable make_table() {
     set(TensorType::Q8_0, tile_one_token_rows<zmm_one_token_rows<DecQ8_0>, KQ8_0, tile2<Z2Q8_0>>);
     set(TensorType::Q4_1, tile_one_token_rows<zmm_one_token_rows<DecQ4_1>, KQ4_1, tile2<Z2Q4_1>>);
     set(TensorType::Q5_1, tile_one_token_rows<zmm_one_token_rows<DecQ5_1>, KQ5_1, tile2<Z2Q5_1>>);
-    set(TensorType::Q4_K, tile_ymm_or_zmm<KQ4_K, KQ4_Kp, tile2<Z2Q4_K>, kYmmRowsQ4_K>);
-    set(TensorType::Q6_K, tile_ymm_or_zmm<KQ6_K, KQ6_Kp, tile2<Z2Q6_K>, kYmmRowsQ6_K>);
+    set(TensorType::Q4_K, tile_ymm_or_zmm<KQ4_K, KQ4_Kp, tile2<Z2Q4_K>, kYmmRowsQ4_K, kPlainRowsK>);
+    set(TensorType::Q6_K, tile_ymm_or_zmm<KQ6_K, KQ6_Kp, tile2<Z2Q6_K>, kYmmRowsQ6_K, kPlainRowsK>);
 #endif
     return k;
 }
