@@ -87,12 +87,15 @@ def forward_sizes(llm, toks: list, P: int, D: int, sizes: list, reps: int) -> li
     Through llama-cpp-python's context and batch directly (Llama.eval would
     also copy every row's logits into its numpy table, which llama.cpp's own
     verification does not do). llama.cpp keeps full logits; specdec reduces
-    each row to its greedy token."""
+    each row to its greedy token. Sizes past the context's n_batch (512) get
+    no entry: one llama_decode cannot hold them."""
     ctx, batch = llm._ctx, llm._batch
     llm.reset()
     llm.eval(toks[:P])
     out = []
     for n in sorted(set([1] + list(sizes))):
+        if n > llm.n_batch:  # one llama_decode holds at most n_batch tokens: no row for n
+            continue
         chunk = list(toks[P:P + min(n, D)])  # the rows specdec's micro-mode forwards
         while len(chunk) < n:
             chunk.append(toks[len(chunk) % P])

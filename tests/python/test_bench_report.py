@@ -702,13 +702,15 @@ def test_llamacpp_eagle3_on_a_target_llama_cpp_cannot_feed_is_unavailable(prompt
 def test_micro_mode_times_verification_forwards_on_llama_cpp(tmp_path):
     # The AR micro-mode's verification-shaped forwards on llama.cpp too: the
     # same sizes, each past the same prefix with the cache rolled back, so the
-    # report sets specdec's fwd(N) beside llama.cpp's.
+    # report sets specdec's fwd(N) beside llama.cpp's. A size past llama.cpp's
+    # batch (512 tokens) has no llama.cpp row rather than failing the baseline.
     out = tmp_path / "out"
     p = subprocess.run([str(BIN), "bench", "--method", "ar", "-m", str(model_path(DEFAULT_MODEL)), "--prefill", "16",
-                        "--decode", "4", "--forward-sizes", "1,2,4", "--forward-reps", "2", "--reps", "1", "-t", "1",
-                        "--llamacpp", "-o", str(out), "-q"], capture_output=True, text=True, timeout=600)
+                        "--decode", "4", "--forward-sizes", "1,2,4,520", "--forward-reps", "2", "--reps", "1", "-t",
+                        "1", "--llamacpp", "-o", str(out), "-q"], capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
     data = json.loads((out / "bench.json").read_text())
+    assert [f["n"] for f in data["micro"][0]["forward"]] == [1, 2, 4, 520]
     (lc,) = data["llamacpp"]["micro"]
     fwd = lc["forward"]
     assert [f["n"] for f in fwd] == [1, 2, 4]
