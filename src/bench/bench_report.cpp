@@ -389,28 +389,27 @@ std::string markdown(const BenchResult& r) {
                << mib(x["model_file_bytes"].get<uint64_t>() + x["kv_cache_bytes"].get<uint64_t>()) << " |\n";
         }
         // The same forwards on llama.cpp (tools/bench_llamacpp.py), when it ran them.
-        bool lc_fwd = false;
-        for (const auto& x : r.micro) lc_fwd |= lc.count(x["threads"].get<int>()) && lc[x["threads"].get<int>()].contains("forward");
-        if (lc_fwd) {
+        std::ostringstream lf_rows;
+        for (const auto& x : r.micro) {
+            const int t = x["threads"].get<int>();
+            if (!lc.count(t) || !lc[t].contains("forward")) continue;
+            std::map<int, nlohmann::json> lf;
+            for (const auto& f : lc[t]["forward"]) lf[f["n"].get<int>()] = f;
+            for (const auto& f : x["forward"]) {
+                const int n = f["n"].get<int>();
+                if (!lf.count(n)) continue;
+                const double a = f["seconds"].get<double>(), b = lf[n]["seconds"].get<double>();
+                lf_rows << "| " << t << " | " << n << " | " << f2(1e3 * a) << " | " << f2(1e3 * b) << " | "
+                        << f2(b / a) << " | " << f2(f["ratio"].get<double>()) << " | "
+                        << f2(lf[n]["ratio"].get<double>()) << " |\n";
+            }
+        }
+        if (!lf_rows.str().empty())
             md << "\nVerification-shaped forwards against llama.cpp (the same N tokens after the same prefix, "
                   "every row with logits; llama.cpp keeps full logits, specdec each row's greedy token):\n\n"
                   "| threads | N | specdec ms | llama.cpp ms | ratio | specdec fwd(N)/fwd(1) | llama.cpp "
-                  "fwd(N)/fwd(1) |\n|---|---|---|---|---|---|---|\n";
-            for (const auto& x : r.micro) {
-                const int t = x["threads"].get<int>();
-                if (!lc.count(t) || !lc[t].contains("forward")) continue;
-                std::map<int, nlohmann::json> lf;
-                for (const auto& f : lc[t]["forward"]) lf[f["n"].get<int>()] = f;
-                for (const auto& f : x["forward"]) {
-                    const int n = f["n"].get<int>();
-                    if (!lf.count(n)) continue;
-                    const double a = f["seconds"].get<double>(), b = lf[n]["seconds"].get<double>();
-                    md << "| " << t << " | " << n << " | " << f2(1e3 * a) << " | " << f2(1e3 * b) << " | "
-                       << f2(b / a) << " | " << f2(f["ratio"].get<double>()) << " | "
-                       << f2(lf[n]["ratio"].get<double>()) << " |\n";
-                }
-            }
-        }
+                  "fwd(N)/fwd(1) |\n|---|---|---|---|---|---|---|\n"
+               << lf_rows.str();
         if (r.micro[0].contains("kernels")) {
             md << "\nKernels (the ISA level whose tiles each weight type ran, per row bucket, chosen by measurement):";
             for (const auto& [t, k] : r.micro[0]["kernels"].items()) md << " " << t << " " << k.get<std::string>() << ";";

@@ -1594,8 +1594,9 @@ KernelTable make_table() {
     // weights hide under the memory read); from 2 rows on the paired
     // kernels' 3 multiplies win (Zen 2, in-cache 8960x1536 Q4_K, 1 thread:
     // 60 -> 66 GFLOP/s at 4-64 rows; qwen 1.5B prefill 19.5 -> 22 tok/s).
-    // At the AVX-512 level this pair runs Q4_K and Q6_K up to 4 rows only
-    // (tile_ymm_or_zmm), the zmm tiles from there.
+    // At the AVX-512 level Q4_K and Q6_K run the plain kernels up to 2 rows
+    // and the paired ones for 3-4 (tile_ymm_or_zmm, kPlainRowsK), the zmm
+    // tiles from there.
     set(TensorType::Q4_K, tile_one_or_many<KQ4_K, KQ4_Kp>);
     set(TensorType::Q5_K, tile_one_or_many<KQ5_K, KQ5_Kp>);
     set(TensorType::Q6_K, tile_one_or_many<KQ6_K, KQ6_Kp>);
