@@ -10,7 +10,10 @@
 // IN (JSON): {"model", "threads", "ctx", "chunk" (default 512), "sequences":
 // [{"out": PATH, and "tokens": [...], or a prompt tokenized as `generate`
 // does it ("messages": [{"role", "content"}] through the chat template, or
-// "prompt": raw text) followed by "append": [token ids of the response]}]}.
+// "prompt": raw text) followed by "append": [token ids of the response] or
+// "append_text": a response written by someone else, tokenized as plain text
+// (no BOS, special tokens not parsed), and "max_append" (default: no limit)
+// cutting the response short}]}.
 // For each sequence PATH receives
 // raw float16 rows (n, 4 * n_embd): [layer 2 in | layer L/2 in | layer L-3 in
 // | last layer out]. Values beyond float16's range are clamped (a residual
@@ -74,6 +77,14 @@ int dump_features(const std::string& in_path, const std::string& out_path) {
         }
         const int n_prompt = (int)tokens.size();
         for (int32_t t : sj.value("append", std::vector<int32_t>{})) tokens.push_back(t);
+        if (sj.contains("append_text"))
+            for (int32_t t : engine->tokenizer().encode(sj.at("append_text").get<std::string>(), false, false))
+                tokens.push_back(t);
+        if (sj.contains("max_append")) {
+            const int cap = sj.at("max_append").get<int>();
+            SPECDEC_CHECK(cap >= 1, "features: sequence ", si, " has max_append ", cap, "; it must be positive");
+            if ((int)tokens.size() > n_prompt + cap) tokens.resize((size_t)(n_prompt + cap));
+        }
         const std::string path = sj.at("out").get<std::string>();
         const int n = (int)tokens.size();
         SPECDEC_CHECK(n >= 1 && n <= engine->n_ctx(), "features: sequence ", si, " has ", n,

@@ -48,15 +48,38 @@ def wait_quiet() -> None:
 
 
 class Data:
-    """The memory-mapped dump: features (N, 4, E) float16 and tokens (N,)."""
+    """The memory-mapped dumps of one or more data directories (features
+    (N, 4, E) float16 and tokens (N,) each), read as one list of sequences;
+    each sequence knows its directory ("part") and its data source
+    (regenerated responses or as-is text: tools/eagle3_data.py --source)."""
 
-    def __init__(self, d: Path):
-        self.man = json.loads((d / "manifest.json").read_text())
-        N, E = self.man["n_tokens"], self.man["n_embd"]
-        self.E = E
-        self.feats = np.memmap(d / "features.f16", dtype=np.float16, mode="r", shape=(N, 4, E))
-        self.tokens = np.memmap(d / "tokens.i32", dtype=np.int32, mode="r", shape=(N,))
-        self.seqs = self.man["sequences"]
+    def __init__(self, dirs: list[Path]):
+        self.parts, self.seqs = [], []
+        self.man = None
+        for k, d in enumerate(dirs):
+            man = json.loads((d / "manifest.json").read_text())
+            if self.man is None:
+                self.man = dict(man)
+                self.man["n_tokens"] = 0
+            for key in ("model", "n_embd", "feature_layers"):
+                if man[key] != self.man[key]:
+                    raise SystemExit(f"error: {d} has {key} {man[key]!r}, {dirs[0]} has {self.man[key]!r}: "
+                                     "one head trains on one target's features")
+            N, E = man["n_tokens"], man["n_embd"]
+            self.parts.append((np.memmap(d / "features.f16", dtype=np.float16, mode="r", shape=(N, 4, E)),
+                               np.memmap(d / "tokens.i32", dtype=np.int32, mode="r", shape=(N,))))
+            self.seqs += [{**s, "part": k, "source": s.get("source", "regen")} for s in man["sequences"]]
+            self.man["n_tokens"] += N
+        self.E = self.man["n_embd"]
+
+    def rows(self, s: dict, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """The first n rows of sequence s: features (n, 4, E) and tokens (n,)."""
+        feats, tokens = self.parts[s["part"]]
+        o = s["offset"]
+        return np.asarray(feats[o:o + n]), np.asarray(tokens[o:o + n])
+
+    def all_tokens(self) -> np.ndarray:
+        return np.concatenate([np.asarray(t) for _, t in self.parts])
 
     def response_tokens(self) -> int:
         return sum(s["n_tokens"] - s["n_prompt"] for s in self.seqs)
@@ -67,7 +90,7 @@ def draft_vocabulary(data: Data, n: int, n_vocab: int) -> np.ndarray:
     resp = np.zeros(n_vocab, dtype=np.int64)
     allc = np.zeros(n_vocab, dtype=np.int64)
     for s in data.seqs:
-        t = np.asarray(data.tokens[s["offset"]:s["offset"] + s["n_tokens"]])
+        t = data.rows(s, s["n_tokens"])[1]
         allc += np.bincount(t, minlength=n_vocab)
         resp += np.bincount(t[s["n_prompt"]:], minlength=n_vocab)
     # Lexicographic: response count, then overall count, then low id first.
@@ -100,9 +123,9 @@ def build_batch(data: Data, batch: list[dict], batch_tokens: int, steps: int, in
     feats, toks, pos, seg, qidx = [], [], [], [], []
     for k, s in enumerate(batch):
         n = min(s["n_tokens"], batch_tokens)
-        o = s["offset"]
-        feats.append(np.asarray(data.feats[o:o + n]))
-        toks.append(np.asarray(data.tokens[o:o + n]))
+        f_rows, t_rows = data.rows(s, n)
+        feats.append(f_rows)
+        toks.append(t_rows)
         pos.append(np.arange(n))
         seg.append(np.full(n, k))
         qidx.append(np.full(n, s["n_prompt"]))
@@ -157,6 +180,7 @@ def step_losses(head: Eagle3Head, tgt: TargetInfo, batch, steps: int, t2d: torch
 
 
 def evaluate(head, tgt, data, val_batches, batch_tokens, steps, in_draft, t2d):
+    """Validation sums per unroll step, (steps + 1, 3): soft CE, rows, top-1 hits."""
     head.eval()
     tot = np.zeros((steps + 1, 3))
     with torch.no_grad():
@@ -165,7 +189,7 @@ def evaluate(head, tgt, data, val_batches, batch_tokens, steps, in_draft, t2d):
                                                                               in_draft), steps, t2d)):
                 tot[j] += (float(ce), n, hits)
     head.train()
-    return tot[:, 0] / np.maximum(tot[:, 1], 1), tot[:, 2] / np.maximum(tot[:, 1], 1)
+    return tot
 
 
 def save_atomic(obj, path: Path) -> None:
@@ -176,7 +200,8 @@ def save_atomic(obj, path: Path) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", required=True, type=Path)
+    ap.add_argument("--data", required=True, type=Path, nargs="+",
+                    help="eagle3_data.py output directories (one target), trained on as one set")
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--model", help="target GGUF or manifest name (default: the data's)")
     ap.add_argument("--draft-vocab", type=int, default=16384)
@@ -193,7 +218,12 @@ def main(argv=None) -> int:
     ap.add_argument("--ckpt-minutes", type=float, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--init", choices=["random"], default="random")
+    ap.add_argument("--init-from", type=Path,
+                    help="start from this checkpoint's head and draft vocabulary (fresh optimizer and curve): "
+                         "more data for a head already trained")
+    ap.add_argument("--init-seen", type=int, default=0,
+                    help="with --init-from: the first N sequences of the first --data directory trained that "
+                         "head, so they never go to validation")
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--export", type=Path, help="also write the head in the released layout here at the end")
     args = ap.parse_args(argv)
@@ -206,9 +236,10 @@ def main(argv=None) -> int:
     tgt = load_target(model)
     ckpt_path = args.out / "checkpoint.pt"
     ck = torch.load(ckpt_path) if args.resume and ckpt_path.exists() else None
-    if ck is not None:
-        draft_ids = ck["draft_ids"].numpy()
-        cfg = ck["config"]
+    init = torch.load(args.init_from) if args.init_from and ck is None else None
+    if ck is not None or init is not None:
+        draft_ids = (ck or init)["draft_ids"].numpy()
+        cfg = (ck or init)["config"]
     else:
         draft_ids = draft_vocabulary(data, min(args.draft_vocab, tgt.n_vocab), tgt.n_vocab)
         cfg = {"hidden": tgt.n_embd, "target_hidden": tgt.n_embd, "n_head": tgt.n_head,
@@ -230,14 +261,24 @@ def main(argv=None) -> int:
         opt.load_state_dict(ck["opt"])
         state = ck["state"]
         print(f"[train] resumed at step {state['step']}, {state['rows']} rows", flush=True)
+    elif init is not None:
+        head.load_state_dict(init["head"])
+        print(f"[train] head from {args.init_from} ({init['state']['rows']} rows trained)", flush=True)
 
-    # Held-in validation: a fixed slice of the sequences, never trained on.
-    seqs = data.seqs[:]
+    # Held-in validation: a fixed slice of the sequences, never trained on
+    # (nor, with --init-seen, trained on by the head this run starts from).
+    seen = {id(q) for q in [q for q in data.seqs if q["part"] == 0][:args.init_seen]}
+    seqs = [q for q in data.seqs if id(q) not in seen]
     random.Random(1234).shuffle(seqs)
     n_val = max(1, int(len(seqs) * args.val_frac))
-    val, train = seqs[:n_val], seqs[n_val:]
-    val_batches = make_batches(val, args.batch_tokens, random.Random(0))
-    cov = in_draft[np.asarray(data.tokens)].mean()
+    val = seqs[:n_val]
+    train = seqs[n_val:] + [q for q in data.seqs if id(q) in seen]
+    # Batched per data source, so each source's acceptance can be told apart
+    # (what drafting meets is the target's own text: "regen").
+    sources = sorted({q["source"] for q in val})
+    val_batches = {src: make_batches([q for q in val if q["source"] == src], args.batch_tokens, random.Random(0))
+                   for src in sources}
+    cov = in_draft[data.all_tokens()].mean()
     print(f"[train] {len(train)} train / {len(val)} val sequences, {data.man['n_tokens']} tokens "
           f"({data.response_tokens()} response); draft vocabulary {len(draft_ids)} covers {cov:.3f} of tokens; "
           f"head H={cfg['hidden']} n_ff={cfg['n_ff']} ttt={steps}", flush=True)
@@ -247,11 +288,20 @@ def main(argv=None) -> int:
                      "draft_ids": torch.from_numpy(draft_ids)}, ckpt_path)
 
     def validate():
-        vl, va = evaluate(head, tgt, data, val_batches, args.batch_tokens, steps, in_draft, t2d)
-        state["curve"].append({"rows": state["rows"], "step": state["step"], "val_loss": vl.tolist(),
-                               "val_acc": va.tolist(), "elapsed_s": state["elapsed"]})
-        print(f"[train] val at {state['rows']} rows: loss " + " ".join(f"{x:.3f}" for x in vl)
-              + " | top-1 acc per step " + " ".join(f"{x:.3f}" for x in va), flush=True)
+        by_src = {src: evaluate(head, tgt, data, bs, args.batch_tokens, steps, in_draft, t2d)
+                  for src, bs in val_batches.items()}
+        tot = sum(by_src.values())
+        vl, va = tot[:, 0] / np.maximum(tot[:, 1], 1), tot[:, 2] / np.maximum(tot[:, 1], 1)
+        point = {"rows": state["rows"], "step": state["step"], "val_loss": vl.tolist(), "val_acc": va.tolist(),
+                 "elapsed_s": state["elapsed"]}
+        line = (f"[train] val at {state['rows']} rows: loss " + " ".join(f"{x:.3f}" for x in vl)
+                + " | top-1 acc per step " + " ".join(f"{x:.3f}" for x in va))
+        if len(by_src) > 1:
+            point["val_acc_by_source"] = {src: (t[:, 2] / np.maximum(t[:, 1], 1)).tolist() for src, t in by_src.items()}
+            line += "".join(f" | {src} " + " ".join(f"{x:.3f}" for x in acc)
+                            for src, acc in point["val_acc_by_source"].items())
+        state["curve"].append(point)
+        print(line, flush=True)
 
     if not state["curve"]:
         validate()  # the untrained head: the curve's first point

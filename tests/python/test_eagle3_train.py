@@ -219,3 +219,64 @@ def test_pipeline_trains_a_head_better_than_random(tmp_path, dims):
         assert summary[m]["greedy_matches_ar"] == summary[m]["greedy_compared"] == len(chats), summary[m]
     assert summary["eagle3-chain"]["acceptance_by_position"][0] >= 0.2, summary["eagle3-chain"]
     assert "### Acceptance by draft position" in (bench / "bench.md").read_text()
+
+
+def test_text_source_reads_answers_as_they_are_and_trains_beside_regenerated_data(tmp_path):
+    """eagle3_data.py --source text: no generation; each sequence is the
+    prompt as `generate` tokenizes it, then the data's own answer (ShareGPT's
+    first reply, the standard library's code) tokenized as plain text by
+    llama.cpp's tokenizer too (llama-cpp-python, no BOS, no special tokens),
+    cut at --max-new; never a conversation the bench can use. Then one
+    training run reads a regenerated and a text directory together and
+    reports validation acceptance per source."""
+    import llama_cpp
+
+    import prompts as prompt_sets
+
+    text_dir, regen_dir = tmp_path / "text", tmp_path / "regen"
+    py = str(REPO_ROOT / ".venv/bin/python")
+    r = subprocess.run([py, "tools/eagle3_data.py", "--model", MODEL, "--out", str(text_dir), "--source", "text",
+                        "--n-chat", "5", "--n-code", "5", "--max-new", "40", "--max-prompt-chars", "800",
+                        "--exclude-first", "200", "--threads", "2"], cwd=REPO_ROOT, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert not (text_dir / "responses.jsonl").read_text().strip()  # nothing was generated
+    man = json.loads((text_dir / "manifest.json").read_text())
+    assert len(man["sequences"]) == 10 and all(s["source"] == "text" for s in man["sequences"])
+    bench_ids = {f"sharegpt:{c['id']}:text" for c in prompt_sets.load_set("sharegpt", limit=200)}
+    assert not bench_ids & {s["id"] for s in man["sequences"]}
+    tokens = np.fromfile(text_dir / "tokens.i32", dtype=np.int32)
+    llm = llama_cpp.Llama(model_path=str(model_path(MODEL)), vocab_only=True, verbose=False)
+    sys_path = str(REPO_ROOT / "tools")
+    code = ("import sys, json, random; sys.path.insert(0, %r); import eagle3_data as d; rng = random.Random(0); "
+            "p = d.chat_prompts(5, 200, rng, 800, with_reply=True) + d.code_prompts(5, rng, 800, with_text=True); "
+            "print(json.dumps(p))" % sys_path)
+    answers = {p["id"]: p for p in json.loads(subprocess.run([py, "-c", code], cwd=REPO_ROOT, capture_output=True,
+                                                             text=True, timeout=300, check=True).stdout)}
+    kinds = set()
+    for s in man["sequences"]:
+        p = answers[s["id"]]
+        seq = tokens[s["offset"]:s["offset"] + s["n_tokens"]].tolist()
+        want = llm.tokenize(p["text"].encode(), add_bos=False, special=False)[:40]
+        assert seq[s["n_prompt"]:] == want, s["id"]
+        gen = json.loads(run_specdec("generate", "-m", MODEL, "--json", "-n", "1", "--temp", "0",
+                                     *(["--chat"] if p["chat"] else []), "-p", p["prompt"]).stdout)
+        assert s["n_prompt"] == gen["n_prompt"], s["id"]
+        kinds.add((s["id"].split(":")[0], p["chat"]))
+    assert ("sharegpt", True) in kinds and any(k[0] == "stdlib" for k in kinds)
+
+    r = subprocess.run([py, "tools/eagle3_data.py", "--model", MODEL, "--out", str(regen_dir), "--n-chat", "4",
+                        "--n-code", "4", "--max-new", "24", "--threads", "2"], cwd=REPO_ROOT, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    if not TRAIN_PY.exists():
+        pytest.fail(f"{TRAIN_PY} is missing; scripts/setup.sh test makes it", pytrace=False)
+    train = tmp_path / "train"
+    r = subprocess.run([str(TRAIN_PY), "tools/eagle3_train.py", "--data", str(regen_dir), str(text_dir), "--out",
+                        str(train), "--draft-vocab", "1024", "--n-ff", "256", "--max-tokens", "1500",
+                        "--batch-tokens", "512", "--val-frac", "0.5", "--threads", "2"],
+                       cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "9 train / 9 val sequences" in r.stdout, r.stdout[-2000:]
+    curve = json.loads((train / "curve.json").read_text())
+    assert set(curve[-1]["val_acc_by_source"]) == {"regen", "text"}, curve[-1]
