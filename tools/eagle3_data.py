@@ -261,9 +261,9 @@ def main(argv=None) -> int:
             done[r["id"]] = r
             gen_tokens += len(r["tokens"])
 
-        if text or args.dump_only:
-            pass
-        elif args.gen_batch > 1:
+        # --source text has its answers already; --dump-only wants no new ones.
+        generating = not (text or args.dump_only)
+        if generating and args.gen_batch > 1:
             # Chunks of 2 batches of one kind (chat or raw), in prompt order.
             for chat in (True, False):
                 left = [p for p in prompts if p["id"] not in done and p["chat"] == chat]
@@ -275,7 +275,7 @@ def main(argv=None) -> int:
                     print(f"[data] generate {len(done)}/{len(prompts)}: "
                           f"{gen_tokens / (time.time() - t0):.1f} generated tok/s overall", flush=True)
         for i, p in enumerate(prompts):
-            if p["id"] in done or args.dump_only:
+            if p["id"] in done or not generating:
                 continue
             wait_quiet()
             keep(generate(args.specdec, args.model, p, args.max_new, args.threads, args.gen_method))

@@ -267,12 +267,13 @@ def main(argv=None) -> int:
 
     # Held-in validation: a fixed slice of the sequences, never trained on
     # (nor, with --init-seen, trained on by the head this run starts from).
-    seen = {id(q) for q in [q for q in data.seqs if q["part"] == 0][:args.init_seen]}
-    seqs = [q for q in data.seqs if id(q) not in seen]
+    first = [q for q in data.seqs if q["part"] == 0]
+    seen = first[:args.init_seen]
+    seqs = first[args.init_seen:] + [q for q in data.seqs if q["part"] != 0]
     random.Random(1234).shuffle(seqs)
     n_val = max(1, int(len(seqs) * args.val_frac))
     val = seqs[:n_val]
-    train = seqs[n_val:] + [q for q in data.seqs if id(q) in seen]
+    train = seqs[n_val:] + seen
     # Batched per data source, so each source's acceptance can be told apart
     # (what drafting meets is the target's own text: "regen").
     sources = sorted({q["source"] for q in val})
