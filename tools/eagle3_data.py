@@ -7,8 +7,10 @@ target itself, and the target's features at every position.
    use (the first --exclude-first conversations of tools/prompts.py's
    sharegpt set, by id and by text). Code: functions and classes cut from the
    Python standard library's sources that Debian ships
-   (/usr/lib/python3.11/*.py), asked about in chat form or continued as raw
-   code. Never HumanEval: it is the benchmark.
+   (/usr/lib/python3.11/*.py; --code-root reads every folder below other
+   roots, such as Debian's /usr/lib/python3/dist-packages), asked about in
+   chat form or continued as raw code. Never HumanEval: it is the benchmark.
+   --exclude-seen DIR leaves out what another data directory holds.
 2. Responses: greedy (the distribution EAGLE-3 drafts for at temperature
    0), so each response token is the target's own argmax at the position
    before it: `specdec bench` decodes --gen-batch of them together (a row's
@@ -106,18 +108,34 @@ CODE_ASKS = [
 ]
 
 
-def code_prompts(n: int, rng: random.Random, max_chars: int, with_text: bool = False) -> list[dict]:
-    """Functions and classes of the standard library: chat asks, and raw code
-    to continue. With with_text, only asks that the source itself answers
-    (continue the code, raw or in chat form), the answer as "text"."""
+def code_files(roots: list[tuple[str, Path, bool]]) -> list[tuple[str, Path]]:
+    """(label:relative path, file) for the Python sources under each root:
+    its top level only, or (recursive) every folder below it too."""
+    files = []
+    for label, root, recursive in roots:
+        found = sorted(p for p in (root.rglob("*.py") if recursive else root.glob("*.py"))
+                       if p.is_file() and p.stat().st_size < 400_000)
+        if not found:
+            raise SystemExit(f"error: no Python sources under {root}")
+        files += [(f"{label}:{p.relative_to(root)}", p) for p in found]
+    return files
+
+
+DEFAULT_CODE_ROOTS = [("stdlib", STDLIB, False)]
+
+
+def code_prompts(n: int, rng: random.Random, max_chars: int, with_text: bool = False,
+                 roots: list[tuple[str, Path, bool]] | None = None) -> list[dict]:
+    """Functions and classes of Python sources that Debian ships (by default
+    the standard library's top level): chat asks, and raw code to continue.
+    With with_text, only asks that the source itself answers (continue the
+    code, raw or in chat form), the answer as "text"."""
     if n <= 0:
         return []
-    files = sorted(p for p in STDLIB.glob("*.py") if p.stat().st_size < 400_000)
-    if not files:
-        raise SystemExit(f"error: no Python sources under {STDLIB} (Debian's python3.11)")
+    files = code_files(roots or DEFAULT_CODE_ROOTS)
     rng.shuffle(files)
     out: list[dict] = []
-    for path in files:
+    for where, path in files:
         try:
             text = path.read_text(encoding="utf-8")
             tree = ast.parse(text)
@@ -134,7 +152,7 @@ def code_prompts(n: int, rng: random.Random, max_chars: int, with_text: bool = F
             # Up to the end of the signature (and docstring, if any): what is left is the target's.
             body = nd.body[1] if len(nd.body) > 1 and isinstance(nd.body[0], ast.Expr) else nd.body[0]
             head = textwrap.dedent("\n".join(lines[nd.lineno - 1:body.lineno - 1]))
-            pid = f"stdlib:{path.name}:{nd.name}:{nd.lineno}"
+            pid = f"{where}:{nd.name}:{nd.lineno}"
             # A third raw code to continue (what a completion benchmark asks), the rest chat.
             kind = rng.randrange(len(CODE_ASKS))
             if with_text:
@@ -200,6 +218,27 @@ def generate_batched(specdec: Path, model: str, ps: list[dict], max_new: int, th
     return out
 
 
+def prompt_key(pid: str) -> str:
+    """What a prompt was cut from, whichever way it was asked: the ShareGPT
+    conversation, or the source's function (label:path:name:line)."""
+    parts = pid.split(":")
+    if parts[-1] == "text":
+        parts.pop()
+    if parts[0] != "sharegpt" and (parts[-1] == "raw" or parts[-1].startswith("ask")):
+        parts.pop()
+    return ":".join(parts)
+
+
+def seen_ids(d: Path) -> set[str]:
+    """Keys (prompt_key) of the prompts a data directory already answered or dumped."""
+    ids = set()
+    if (d / "manifest.json").exists():
+        ids |= {s["id"] for s in json.loads((d / "manifest.json").read_text())["sequences"]}
+    if (d / "responses.jsonl").exists():
+        ids |= {json.loads(line)["id"] for line in (d / "responses.jsonl").read_text().splitlines() if line.strip()}
+    return {prompt_key(i) for i in ids}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True, help="target: a name from models/manifest.json or a GGUF path")
@@ -227,15 +266,40 @@ def main(argv=None) -> int:
                          "distribution")
     ap.add_argument("--dump-only", action="store_true",
                     help="regen: dump the responses already generated, generate no more")
+    ap.add_argument("--code-root", action="append", default=[], metavar="LABEL=DIR",
+                    help="code prompts from every Python source below DIR (recursive; repeatable; ids "
+                         "LABEL:path:function:line), in place of the standard library's top level, e.g. "
+                         "stdlib=/usr/lib/python3.11 debian=/usr/lib/python3/dist-packages")
+    ap.add_argument("--exclude-seen", type=Path, nargs="+", default=[], metavar="DIR",
+                    help="leave out prompts that these data directories already hold (by id), so that a "
+                         "new directory adds data instead of repeating it")
     ap.add_argument("--specdec", type=Path, default=REPO / "build/release/specdec")
     args = ap.parse_args(argv)
+    roots = []
+    for spec in args.code_root:
+        label, sep, where = spec.partition("=")
+        if not sep or not label or ":" in label or not Path(where).is_dir():
+            ap.error(f"--code-root {spec!r}: expected LABEL=DIR with an existing DIR")
+        roots.append((label, Path(where), True))
+    seen: set[str] = set()
+    for d in args.exclude_seen:
+        if not (d / "manifest.json").exists() and not (d / "responses.jsonl").exists():
+            ap.error(f"--exclude-seen {d}: no manifest.json or responses.jsonl there")
+        seen |= seen_ids(d)
 
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     rng = random.Random(args.seed)
     text = args.source == "text"
-    prompts = chat_prompts(args.n_chat, args.exclude_first, rng, args.max_prompt_chars, with_reply=text)
-    prompts += code_prompts(args.n_code, rng, args.max_prompt_chars, with_text=text)
+    prompts = chat_prompts(args.n_chat + len(seen) if args.n_chat else 0, args.exclude_first, rng,
+                           args.max_prompt_chars, with_reply=text)
+    prompts += code_prompts(args.n_code + len(seen) if args.n_code else 0, rng, args.max_prompt_chars, with_text=text,
+                            roots=roots or None)
+    if seen:
+        # Asked for as many more as were seen, so that n new ones are left where the sources have them.
+        fresh = [p for p in prompts if prompt_key(p["id"]) not in seen]
+        prompts = ([p for p in fresh if p["id"].startswith("sharegpt:")][:args.n_chat]
+                   + [p for p in fresh if not p["id"].startswith("sharegpt:")][:args.n_code])
     rng.shuffle(prompts)
     print(f"[data] {len(prompts)} prompts ({args.n_chat} chat asked, {args.n_code} code asked, "
           f"source {args.source})", flush=True)

@@ -280,3 +280,49 @@ def test_text_source_reads_answers_as_they_are_and_trains_beside_regenerated_dat
     assert "9 train / 9 val sequences" in r.stdout, r.stdout[-2000:]
     curve = json.loads((train / "curve.json").read_text())
     assert set(curve[-1]["val_acc_by_source"]) == {"regen", "text"}, curve[-1]
+
+
+def test_more_data_from_other_code_roots_leaves_out_what_a_directory_holds(tmp_path):
+    """--code-root reads every folder below a root (ids name the file's path
+    under it); --exclude-seen leaves out the ShareGPT conversations and the
+    functions another data directory already holds, however they were asked
+    (raw or in chat), so a second directory adds only new data."""
+    src = tmp_path / "src"
+    for k, rel in enumerate(["top.py", "pkg/mid.py", "pkg/sub/low.py"]):
+        f = src / rel
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(textwrap.dedent(f"""\
+            def step_{k}(x, y):
+                \"\"\"Add, then scale.\"\"\"
+                total = x + y
+                total *= {k + 2}
+                if total > 100:
+                    total -= 100
+                return total
+            """))
+    py = str(REPO_ROOT / ".venv/bin/python")
+
+    def run(out, *extra):
+        r = subprocess.run([py, "tools/eagle3_data.py", "--model", MODEL, "--out", str(out), "--source", "text",
+                            "--n-chat", "3", "--n-code", "2", "--max-new", "16", "--max-prompt-chars", "600",
+                            "--exclude-first", "200", "--code-root", f"mine={src}", "--threads", "2", *extra],
+                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-3000:]
+        return [s["id"] for s in json.loads((out / "manifest.json").read_text())["sequences"]]
+
+    first = run(tmp_path / "a")
+    second = run(tmp_path / "b", "--exclude-seen", str(tmp_path / "a"))
+    key = lambda i: i.split(":")[1] if i.startswith("sharegpt:") else ":".join(i.split(":")[1:3])  # noqa: E731
+    code_a = {key(i) for i in first if i.startswith("mine:")}
+    code_b = {key(i) for i in second if i.startswith("mine:")}
+    chat_a = {key(i) for i in first if i.startswith("sharegpt:")}
+    chat_b = {key(i) for i in second if i.startswith("sharegpt:")}
+    assert len(code_a) == 2 and len(chat_a) == 3, first
+    # Only one function is left for the second directory; three new conversations.
+    assert len(code_b) == 1 and not code_a & code_b and len(chat_b) == 3 and not chat_a & chat_b, second
+    assert code_a | code_b == {"top.py:step_0", "pkg/mid.py:step_1", "pkg/sub/low.py:step_2"}
+
+    r = subprocess.run([py, "tools/eagle3_data.py", "--model", MODEL, "--out", str(tmp_path / "c"),
+                        "--code-root", f"mine={tmp_path / 'nowhere'}"], cwd=REPO_ROOT, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 2 and "expected LABEL=DIR with an existing DIR" in r.stderr, r.stderr
