@@ -224,6 +224,9 @@ def main(argv=None) -> int:
     ap.add_argument("--init-seen", type=int, default=0,
                     help="with --init-from: the first N sequences of the first --data directory trained that "
                          "head, so they never go to validation")
+    ap.add_argument("--init-seen-dirs", type=int, default=0,
+                    help="with --init-from: the first N --data directories trained (or validated) that head, so "
+                         "all of them go to training and validation comes from the others only")
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--export", type=Path, help="also write the head in the released layout here at the end")
     args = ap.parse_args(argv)
@@ -267,9 +270,16 @@ def main(argv=None) -> int:
 
     # Held-in validation: a fixed slice of the sequences, never trained on
     # (nor, with --init-seen, trained on by the head this run starts from).
-    first = [q for q in data.seqs if q["part"] == 0]
-    seen = first[:args.init_seen]
-    seqs = first[args.init_seen:] + [q for q in data.seqs if q["part"] != 0]
+    if args.init_seen_dirs and not 0 < args.init_seen_dirs < len(args.data):
+        raise SystemExit(f"error: --init-seen-dirs {args.init_seen_dirs} must leave at least one of the "
+                         f"{len(args.data)} --data directories for validation")
+    if args.init_seen_dirs:
+        seen = [q for q in data.seqs if q["part"] < args.init_seen_dirs]
+        seqs = [q for q in data.seqs if q["part"] >= args.init_seen_dirs]
+    else:
+        first = [q for q in data.seqs if q["part"] == 0]
+        seen = first[:args.init_seen]
+        seqs = first[args.init_seen:] + [q for q in data.seqs if q["part"] != 0]
     random.Random(1234).shuffle(seqs)
     n_val = max(1, int(len(seqs) * args.val_frac))
     val = seqs[:n_val]

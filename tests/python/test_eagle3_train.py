@@ -281,6 +281,17 @@ def test_text_source_reads_answers_as_they_are_and_trains_beside_regenerated_dat
     curve = json.loads((train / "curve.json").read_text())
     assert set(curve[-1]["val_acc_by_source"]) == {"regen", "text"}, curve[-1]
 
+    # Continued on more data: the head starts where that run ended, and with
+    # --init-seen-dirs 1 the directory it saw whole goes to training only.
+    more = [str(TRAIN_PY), "tools/eagle3_train.py", "--data", str(regen_dir), str(text_dir), "--out",
+            str(tmp_path / "more"), "--max-tokens", "600", "--batch-tokens", "512", "--val-frac", "0.5",
+            "--threads", "2", "--init-from", str(train / "checkpoint.pt")]
+    r = subprocess.run(more + ["--init-seen-dirs", "1"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "rows trained)" in r.stdout and "13 train / 5 val sequences" in r.stdout, r.stdout[-2000:]
+    r = subprocess.run(more + ["--init-seen-dirs", "2"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode != 0 and "must leave at least one" in r.stderr, r.stderr[-2000:]
+
 
 def test_more_data_from_other_code_roots_leaves_out_what_a_directory_holds(tmp_path):
     """--code-root reads every folder below a root (ids name the file's path
