@@ -230,6 +230,9 @@ def main(argv=None) -> int:
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--export", type=Path, help="also write the head in the released layout here at the end")
     args = ap.parse_args(argv)
+    if args.init_seen_dirs and not 0 < args.init_seen_dirs < len(args.data):
+        ap.error(f"--init-seen-dirs {args.init_seen_dirs} must leave at least one of the "
+                 f"{len(args.data)} --data directories for validation")
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -270,9 +273,6 @@ def main(argv=None) -> int:
 
     # Held-in validation: a fixed slice of the sequences, never trained on
     # (nor, with --init-seen, trained on by the head this run starts from).
-    if args.init_seen_dirs and not 0 < args.init_seen_dirs < len(args.data):
-        raise SystemExit(f"error: --init-seen-dirs {args.init_seen_dirs} must leave at least one of the "
-                         f"{len(args.data)} --data directories for validation")
     if args.init_seen_dirs:
         seen = [q for q in data.seqs if q["part"] < args.init_seen_dirs]
         seqs = [q for q in data.seqs if q["part"] >= args.init_seen_dirs]
