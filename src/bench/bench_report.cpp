@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <iomanip>
 #include <sstream>
 
 #include "core/error.h"
@@ -320,6 +321,43 @@ std::string llamacpp_table(const BenchResult& r) {
 }
 }  // namespace
 
+namespace {
+
+// "- memory read ceiling ...": the read probe of each thread count this run
+// measured, and how much of it the AR rows' decode read (target bytes a
+// step times AR tok/s). Empty when nothing was measured (AR micro-mode only,
+// or a report of an older run).
+std::string read_ceiling_line(const BenchResult& r) {
+    const auto& m = r.meta;
+    if (!m.contains("read_bandwidth") || !m["read_bandwidth"].is_object() || m["read_bandwidth"].empty()) return "";
+    const double token_bytes = m.value("target_bytes_per_token", 0.0);
+    const nlohmann::json summary = summarize(r);
+    std::ostringstream md;
+    md << std::fixed << std::setprecision(1) << "- memory read ceiling (a streaming read of a 1 GiB buffer, best of 5, in this run):";
+    bool first = true;
+    for (const auto& [threads, bw] : m["read_bandwidth"].items()) {
+        const double gbps = bw.value("bytes_per_s", 0.0) / 1e9;
+        md << (first ? " " : "; ") << gbps << " GB/s at t=" << threads;
+        first = false;
+        for (const auto& s : summary) {
+            if (s.value("method", "") != "ar" || s.value("external", false) || std::to_string(s.value("threads", 0)) != threads)
+                continue;
+            const double tok_s = s.value("decode_tok_s", 0.0);
+            if (tok_s <= 0 || token_bytes <= 0 || gbps <= 0) continue;
+            std::ostringstream temp;  // as the labels write it: T=0, T=0.7
+            temp << s.value("temp", 0.0);
+            md << " (AR decode at T=" << temp.str() << ", batch " << s.value("batch", 1) << ": "
+               << tok_s * token_bytes / 1e9 << " GB/s, " << std::setprecision(0)
+               << 100.0 * tok_s * token_bytes / 1e9 / gbps << std::setprecision(1) << " %)";
+        }
+    }
+    if (token_bytes > 0) md << "; one target step reads " << std::setprecision(2) << token_bytes / 1e9 << " GB";
+    md << "\n";
+    return md.str();
+}
+
+}  // namespace
+
 std::string markdown(const BenchResult& r) {
     std::ostringstream md;
     const auto& m = r.meta;
@@ -332,6 +370,7 @@ std::string markdown(const BenchResult& r) {
     md << "- CPU: " << m.value("cpu_model", "") << " (" << m.value("cpu_count", 0) << " logical CPUs); git "
        << m.value("git_revision", "") << "; " << m.value("date", "") << "\n";
     md << "- command: `" << m.value("command", "") << "`\n";
+    md << read_ceiling_line(r);
     if (m.contains("run")) {
         const auto& run = m["run"];
         md << "- order: " << run.value("order", "") << (run.value("shared_prefill", false) ? ", one shared prefill per turn" : "")

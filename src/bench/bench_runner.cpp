@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "bench/bandwidth_probe.h"
 #include "bench/checkpoint.h"
 #include "bench/sys_info.h"
 #include "bench/turn_prefill.h"
@@ -21,6 +22,7 @@
 #include "core/error.h"
 #include "runtime/engine.h"
 #include "core/thread_pool.h"
+#include "model/weights.h"
 #include "sched/ssd_scheduler.h"
 #include "sched/sync_scheduler.h"
 #include "specdec/engine.h"
@@ -448,6 +450,21 @@ void run_sweep(BenchResult& r) {
         if (r.stopped) break;
         Engines eng = load_engines(o, threads_opt, max_batch, need_draft, need_ssd);
         const int threads = (int)eng.target->pool().size();
+        // The machine's read ceiling at this thread count, measured in the
+        // same run as the tok/s it qualifies (machines of one kind differ
+        // 2-3x between sessions), and the bytes one target step reads: the
+        // report says how close AR decode came to the ceiling.
+        {
+            const BandwidthProbe bw = probe_read_bandwidth(eng.target->pool());
+            r.meta["read_bandwidth"][std::to_string(threads)] = {{"bytes_per_s", bw.bytes_per_s},
+                                                                 {"buffer_bytes", bw.buffer_bytes}};
+            r.meta["target_bytes_per_token"] =
+                model::weight_bytes_per_token(eng.target->model().weights(), eng.target->model().config());
+            char line[96];
+            std::snprintf(line, sizeof line, "specdec bench: read bandwidth at %d threads %.1f GB/s", threads,
+                          bw.bytes_per_s / 1e9);
+            prog.note(line);
+        }
         if (r.eog_tokens.empty()) {
             for (int t = 0; t < eng.target->tokenizer().n_vocab(); ++t)
                 if (eng.target->tokenizer().is_end_of_generation(t)) r.eog_tokens.push_back(t);

@@ -148,6 +148,31 @@ def test_files_and_meta(report):
     assert "| config |" in (d / "bench.md").read_text() and "| config |" in report["stdout"]
 
 
+def test_report_records_the_read_ceiling(report):
+    """The machine's read ceiling is measured in the same run as the figures
+    it qualifies: in the JSON meta and in the report's header, with how much
+    of it AR decode read. The bytes one target step reads are checked against
+    the gguf package's view of the file: every layer matrix, the LM head (the
+    tied embedding here) and one embedding row."""
+    import gguf
+
+    data, md = report["data"], (report["dir"] / "bench.md").read_text()
+    bw = data["meta"]["read_bandwidth"]["1"]
+    assert bw["buffer_bytes"] == 1 << 30 and bw["bytes_per_s"] > 1e9
+    tensors = {t.name: t for t in gguf.GGUFReader(str(model_path(DEFAULT_MODEL))).tensors}
+    layer = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
+    want = sum(int(t.n_bytes) for n, t in tensors.items() if n.startswith("blk.") and n.split(".")[2] in layer)
+    embd = tensors["token_embd.weight"]
+    want += int(tensors.get("output.weight", embd).n_bytes) + int(embd.n_bytes) // int(embd.shape[1])
+    assert data["meta"]["target_bytes_per_token"] == want
+    line = next(x for x in md.splitlines() if x.startswith("- memory read ceiling"))
+    ar = next(s for s in data["summary"] if s["method"] == "ar")
+    ceiling = bw["bytes_per_s"] / 1e9
+    read = ar["decode_tok_s"] * want / 1e9
+    share = 100.0 * ar["decode_tok_s"] * want / 1e9 / ceiling  # the report's order of operations
+    assert f"{ceiling:.1f} GB/s at t=1 (AR decode at T=0, batch 1: {read:.1f} GB/s, {share:.0f} %)" in line
+
+
 def test_records_cover_every_turn(report):
     data = report["data"]
     n_turns = sum(len(p["turns"]) for p in PROMPTS)
