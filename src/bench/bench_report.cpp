@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <set>
 #include <iomanip>
+#include <set>
 #include <sstream>
 
 #include "core/error.h"
@@ -277,10 +277,9 @@ const std::vector<std::string> kCsvCols = {
 
 namespace {
 // The llama.cpp rows side by side: speedups over specdec AR and over llama.cpp
-// AR on the same turns, and the draft model's acceptance.
-std::string llamacpp_table(const BenchResult& r) {
+// AR on the same turns, and the draft model's acceptance. sum: summarize(r).
+std::string llamacpp_table(const BenchResult& r, const nlohmann::json& sum) {
     std::ostringstream md;
-    const auto sum = summarize(r);
     bool any = false;
     for (const auto& s : sum) any = any || s["external"].get<bool>();
     if (!any) return "";
@@ -326,12 +325,11 @@ namespace {
 // "- memory read ceiling ...": the read probe of each thread count this run
 // measured, and how much of it the AR rows' decode read (target bytes a
 // step times AR tok/s). Empty when nothing was measured (AR micro-mode only,
-// or a report of an older run).
-std::string read_ceiling_line(const BenchResult& r) {
+// or a report of an older run). summary: summarize(r).
+std::string read_ceiling_line(const BenchResult& r, const nlohmann::json& summary) {
     const auto& m = r.meta;
     if (!m.contains("read_bandwidth") || !m["read_bandwidth"].is_object() || m["read_bandwidth"].empty()) return "";
     const double token_bytes = m.value("target_bytes_per_token", 0.0);
-    const nlohmann::json summary = summarize(r);
     std::ostringstream md;
     md << std::fixed << std::setprecision(1) << "- memory read ceiling (a streaming read of a 1 GiB buffer, best of 5, in this run):";
     bool first = true;
@@ -361,6 +359,7 @@ std::string read_ceiling_line(const BenchResult& r) {
 std::string markdown(const BenchResult& r) {
     std::ostringstream md;
     const auto& m = r.meta;
+    const nlohmann::json sum = summarize(r);  // one pass over the records for every section below
     md << "# specdec bench\n\n";
     md << "- target: `" << m.value("target", nlohmann::json::object()).value("path", "") << "` (sha256 "
        << m.value("target", nlohmann::json::object()).value("sha256", "").substr(0, 16) << "…)\n";
@@ -370,7 +369,7 @@ std::string markdown(const BenchResult& r) {
     md << "- CPU: " << m.value("cpu_model", "") << " (" << m.value("cpu_count", 0) << " logical CPUs); git "
        << m.value("git_revision", "") << "; " << m.value("date", "") << "\n";
     md << "- command: `" << m.value("command", "") << "`\n";
-    md << read_ceiling_line(r);
+    md << read_ceiling_line(r, sum);
     if (m.contains("run")) {
         const auto& run = m["run"];
         md << "- order: " << run.value("order", "") << (run.value("shared_prefill", false) ? ", one shared prefill per turn" : "")
@@ -463,7 +462,6 @@ std::string markdown(const BenchResult& r) {
     }
 
     if (!r.configs.empty()) {
-        const auto sum = summarize(r);
         md << "## Summary per configuration\n\n";
         md << "| config | turns | gen tokens | decode tok/s | speedup mean | p50 | p90 | p99 | accept len | "
               "draft % | tree+mask % | verify % | commit % | ssd hit | stall % | greedy == AR |\n";
@@ -526,7 +524,7 @@ std::string markdown(const BenchResult& r) {
                   "position = depth on the accepted path.\n\n";
         }
     }
-    md << llamacpp_table(r);
+    md << llamacpp_table(r, sum);
     if (!r.unavailable.empty()) {
         md << "## Not measured\n\n";
         for (auto it = r.unavailable.begin(); it != r.unavailable.end(); ++it)
